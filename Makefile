@@ -1,0 +1,44 @@
+# The front door. A fresh machine needs Python >= 3.11 and make; everything else is installed here.
+# uv is used from PATH when present, otherwise installed into .venv (it never downloads a Python).
+
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+VENV := .venv
+BIN := $(VENV)/bin
+UV := $(shell command -v uv 2>/dev/null || echo $(BIN)/uv)
+
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
+
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install serve test lint format clean
+
+install: $(VENV)/.installed
+
+$(BIN)/uv:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+$(VENV)/.installed: pyproject.toml uv.lock server/pyproject.toml client/pyproject.toml | $(UV)
+	$(UV) sync --locked --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"
+	@touch $@
+
+serve: install
+	$(BIN)/commerce-api serve --demo --host $(HOST) --port $(PORT)
+
+test: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy server/src client/src server/tests
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Accounts (client integrations), their API keys, roles and authentication."""

@@ -1,0 +1,101 @@
+"""Queries for accounts and API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.tables import accounts, api_keys
+
+
+async def insert_account(
+    conn: AsyncConnection, *, id: str, name: str, tier: str, created_at: datetime
+) -> None:
+    await conn.execute(accounts.insert().values(id=id, name=name, tier=tier, created_at=created_at))
+
+
+async def get_account(conn: AsyncConnection, account_id: str) -> Row[tuple[str, str, str]] | None:
+    result = await conn.execute(
+        select(accounts.c.id, accounts.c.name, accounts.c.tier).where(accounts.c.id == account_id)
+    )
+    return result.first()
+
+
+async def find_account_by_name(conn: AsyncConnection, name: str) -> str | None:
+    result = await conn.execute(
+        select(accounts.c.id).where(accounts.c.name == name).order_by(accounts.c.created_at)
+    )
+    return result.scalars().first()
+
+
+async def insert_key(
+    conn: AsyncConnection,
+    *,
+    id: str,
+    account_id: str | None,
+    role: str,
+    prefix: str,
+    last4: str,
+    key_hash: str,
+    created_at: datetime,
+) -> None:
+    await conn.execute(
+        api_keys.insert().values(
+            id=id,
+            account_id=account_id,
+            role=role,
+            prefix=prefix,
+            last4=last4,
+            key_hash=key_hash,
+            created_at=created_at,
+        )
+    )
+
+
+async def list_keys(conn: AsyncConnection) -> list[Row[tuple[object, ...]]]:
+    result = await conn.execute(
+        select(
+            api_keys.c.id,
+            api_keys.c.account_id,
+            api_keys.c.role,
+            api_keys.c.prefix,
+            api_keys.c.last4,
+            api_keys.c.created_at,
+            api_keys.c.revoked_at,
+        ).order_by(api_keys.c.created_at, api_keys.c.id)
+    )
+    return list(result.all())
+
+
+async def revoke_key(conn: AsyncConnection, key_id: str, revoked_at: datetime) -> bool:
+    """Revoke a key; False when there is no such key. Revoking twice keeps the first time."""
+    exists = await conn.scalar(select(api_keys.c.id).where(api_keys.c.id == key_id))
+    if exists is None:
+        return False
+    await conn.execute(
+        update(api_keys)
+        .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+        .values(revoked_at=revoked_at)
+    )
+    return True
+
+
+async def find_key_by_hash(
+    conn: AsyncConnection, key_hash: str
+) -> Row[tuple[str, str | None, str, str, datetime | None, str | None]] | None:
+    result = await conn.execute(
+        select(
+            api_keys.c.id,
+            api_keys.c.account_id,
+            api_keys.c.role,
+            api_keys.c.key_hash,
+            api_keys.c.revoked_at,
+            accounts.c.tier,
+        )
+        .select_from(api_keys.outerjoin(accounts, accounts.c.id == api_keys.c.account_id))
+        .where(api_keys.c.key_hash == key_hash)
+    )
+    return result.first()

@@ -1,0 +1,142 @@
+"""Accounts and keys: creation, listing, revocation, and authenticating a request's key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.accounts import repository
+from commerce_api.accounts.keys import (
+    MAX_KEY_LENGTH,
+    generate_key,
+    hash_key,
+    hashes_match,
+    key_environment,
+)
+from commerce_api.errors import unauthorized
+from commerce_api.ids import new_id
+from commerce_api.settings import Environment, Tier
+from commerce_api.timestamps import utcnow
+
+Role = Literal["client", "admin"]
+
+
+class AccountNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the key, its account (None for operator keys) and role."""
+
+    key_id: str
+    account_id: str | None
+    role: Role
+    tier: Tier
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedKey:
+    id: str
+    account_id: str | None
+    role: Role
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    id: str
+    account_id: str | None
+    role: str
+    prefix: str
+    last4: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+async def create_account(conn: AsyncConnection, name: str, tier: Tier = "development") -> str:
+    account_id = new_id("acct")
+    await repository.insert_account(
+        conn, id=account_id, name=name, tier=tier, created_at=utcnow()
+    )
+    return account_id
+
+
+async def create_key(
+    conn: AsyncConnection,
+    environment: Environment,
+    *,
+    account_id: str | None,
+    role: Role = "client",
+) -> CreatedKey:
+    """Issue a key. Client keys need an account; admin (operator) keys may have none."""
+    if account_id is not None and await repository.get_account(conn, account_id) is None:
+        raise AccountNotFound(account_id)
+    if role == "client" and account_id is None:
+        raise ValueError("a client key belongs to an account")
+    key = generate_key(environment)
+    key_id = new_id("key")
+    await repository.insert_key(
+        conn,
+        id=key_id,
+        account_id=account_id,
+        role=role,
+        prefix=key.prefix,
+        last4=key.last4,
+        key_hash=key.key_hash,
+        created_at=utcnow(),
+    )
+    return CreatedKey(id=key_id, account_id=account_id, role=role, secret=key.secret)
+
+
+async def list_keys(conn: AsyncConnection) -> list[KeyInfo]:
+    return [KeyInfo(*row) for row in await repository.list_keys(conn)]  # type: ignore[arg-type]
+
+
+async def revoke_key(conn: AsyncConnection, key_id: str) -> bool:
+    return await repository.revoke_key(conn, key_id, utcnow())
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The key from an ``Authorization: Bearer …`` header, or a 401 saying what is wrong."""
+    if not authorization:
+        raise unauthorized(
+            "Missing API key. Send it as `Authorization: Bearer <API_KEY>`.", "Authorization"
+        )
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized(
+            "Malformed Authorization header. Send `Authorization: Bearer <API_KEY>`.",
+            "Authorization",
+        )
+    return token
+
+
+async def authenticate(
+    conn: AsyncConnection, token: str, environment: Environment
+) -> Principal:
+    """The principal for a key, or a 401. Unknown and revoked keys get the same answer."""
+    issued_for = key_environment(token)
+    if issued_for is None or len(token) > MAX_KEY_LENGTH:
+        raise unauthorized("Invalid API key.", "Authorization")
+    if issued_for != environment:
+        raise unauthorized(
+            f"This is a {environment} instance; {token[: token.index('_', 3) + 1]}… keys are "
+            f"for {issued_for}. Use a key issued by this instance.",
+            "Authorization",
+        )
+    computed = hash_key(token)
+    row = await repository.find_key_by_hash(conn, computed)
+    if row is None or not hashes_match(row.key_hash, computed) or row.revoked_at is not None:
+        raise unauthorized("Invalid API key (unknown or revoked).", "Authorization")
+    tier: Tier = "production" if row.tier == "production" or row.tier is None else "development"
+    role: Role = "admin" if row.role == "admin" else "client"
+    return Principal(key_id=row.id, account_id=row.account_id, role=role, tier=tier)

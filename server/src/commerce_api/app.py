@@ -1,0 +1,78 @@
+"""The ASGI application: ``create_app()`` builds it from settings (uvicorn calls it as a factory)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from starlette.responses import Response
+
+from commerce_api import __version__
+from commerce_api.catalog.routes import router as catalog_router
+from commerce_api.db import Database
+from commerce_api.dependencies import Services, ServicesDep
+from commerce_api.errors import APIError, install_error_handlers
+from commerce_api.middleware import RequestContextMiddleware
+from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
+from commerce_api.routing import StrictRoute, json_response
+from commerce_api.settings import Settings
+
+TITLE = "Commerce API"
+
+health_router = APIRouter(tags=["Health"], route_class=StrictRoute)
+
+
+@health_router.get("/healthz", summary="Liveness", responses={200: {"description": "Up."}})
+async def healthz() -> Response:
+    """The process is up (it does not touch the database)."""
+    return json_response({"status": "ok"})
+
+
+@health_router.get(
+    "/readyz",
+    summary="Readiness",
+    responses={200: {"description": "Ready."}, 503: {"description": "Database unreachable."}},
+)
+async def readyz(services: ServicesDep) -> Response:
+    """The database answers. 503 with a `server_error` body when it does not."""
+    try:
+        await services.db.ping()
+    except Exception as exc:
+        raise APIError(503, "server_error", "The database is unreachable.", "database") from exc
+    return json_response({"status": "ok"})
+
+
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(settings.database_url)
+        app.state.services = Services(settings=settings, db=db)
+        try:
+            yield
+        finally:
+            await db.dispose()
+
+    app = FastAPI(
+        title=TITLE,
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=OPENAPI_URL,
+        docs_url=None,
+        redoc_url=None,
+        redirect_slashes=False,
+        # Operation ids are the handler names (list_products), for readable generated clients.
+        generate_unique_id_function=lambda route: route.name,
+    )
+    install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware)
+    app.include_router(catalog_router)
+    app.include_router(health_router)
+    app.include_router(docs_router(TITLE))
+    install_openapi(app, PUBLIC_PATHS)
+    return app

@@ -1,0 +1,100 @@
+"""Queries for products. Active products are those not archived."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.tables import products
+
+LIST_COLUMNS = (
+    products.c.id,
+    products.c.name,
+    products.c.description,
+    products.c.price_minor,
+    products.c.category,
+    products.c.created_at,
+)
+DETAIL_COLUMNS = (*LIST_COLUMNS, products.c.inventory_count, products.c.updated_at)
+
+
+def _active(category: str | None) -> list[ColumnElement[bool]]:
+    conditions = [products.c.archived_at.is_(None)]
+    if category is not None:
+        conditions.append(products.c.category == category)
+    return conditions
+
+
+async def count_active(conn: AsyncConnection, category: str | None) -> int:
+    total = await conn.scalar(select(func.count()).select_from(products).where(*_active(category)))
+    return int(total or 0)
+
+
+async def page_active(
+    conn: AsyncConnection, category: str | None, limit: int, offset: int
+) -> Sequence[Row[Any]]:
+    result = await conn.execute(
+        select(*LIST_COLUMNS)
+        .where(*_active(category))
+        .order_by(products.c.created_at, products.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return result.all()
+
+
+async def get_active(conn: AsyncConnection, product_id: str) -> Row[Any] | None:
+    result = await conn.execute(
+        select(*DETAIL_COLUMNS).where(products.c.id == product_id, products.c.archived_at.is_(None))
+    )
+    return result.first()
+
+
+async def exists(conn: AsyncConnection, product_id: str) -> bool:
+    """True for any product with this id, archived or not."""
+    found = await conn.scalar(select(products.c.id).where(products.c.id == product_id))
+    return found is not None
+
+
+async def insert(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
+    await conn.execute(products.insert().values(**values))
+
+
+async def insert_many(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        await conn.execute(products.insert(), list(rows))
+
+
+async def update_active(
+    conn: AsyncConnection, product_id: str, values: Mapping[str, Any]
+) -> bool:
+    result = await conn.execute(
+        update(products)
+        .where(products.c.id == product_id, products.c.archived_at.is_(None))
+        .values(**values)
+        .returning(products.c.id)
+    )
+    return result.first() is not None
+
+
+async def update_any(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
+    result = await conn.execute(
+        update(products)
+        .where(products.c.id == product_id)
+        .values(**values)
+        .returning(products.c.id)
+    )
+    return result.first() is not None
+
+
+async def archive(conn: AsyncConnection, product_id: str, at: datetime) -> bool:
+    return await update_active(conn, product_id, {"archived_at": at, "updated_at": at})
+
+
+async def count_all(conn: AsyncConnection) -> int:
+    return int(await conn.scalar(select(func.count()).select_from(products)) or 0)

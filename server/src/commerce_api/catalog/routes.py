@@ -1,0 +1,116 @@
+"""Catalogue endpoints: ``/v1/products``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from starlette.responses import Response
+
+from commerce_api.catalog import service
+from commerce_api.catalog.schemas import (
+    MAX_CATEGORY_LENGTH,
+    Product,
+    ProductCreate,
+    ProductList,
+    ProductUpdate,
+)
+from commerce_api.dependencies import AdminPrincipal, CurrentPrincipal, ServicesDep
+from commerce_api.routing import StrictRoute, error_responses, json_response
+from commerce_api.schemas import SingleLine
+
+router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictRoute)
+
+# Offsets beyond 2**53 - 1 cannot be represented by JavaScript clients; no catalogue gets there.
+MAX_OFFSET = 2**53 - 1
+
+
+@router.get(
+    "",
+    response_model=ProductList,
+    responses=error_responses(401),
+    summary="List products",
+)
+async def list_products(
+    services: ServicesDep,
+    _principal: CurrentPrincipal,
+    limit: Annotated[
+        int,
+        Query(ge=1, description="Page size; values above 100 are clamped to 100."),
+    ] = service.DEFAULT_PAGE_SIZE,
+    offset: Annotated[
+        int, Query(ge=0, le=MAX_OFFSET, description="Number of items to skip.")
+    ] = 0,
+    category: Annotated[
+        str | None,
+        Query(min_length=1, max_length=MAX_CATEGORY_LENGTH, description="Only this category."),
+        SingleLine,
+    ] = None,
+) -> Response:
+    """Active products in creation order (then id), so pages never repeat or skip an item.
+
+    List items omit `inventory_count` and `updated_at`; read one product for those.
+    """
+    async with services.db.read() as conn:
+        page = await service.list_products(
+            conn, category=category, limit=min(limit, service.MAX_PAGE_SIZE), offset=offset
+        )
+    return json_response(page)
+
+
+@router.get(
+    "/{id}",
+    response_model=Product,
+    responses=error_responses(401),
+    summary="Retrieve a product",
+)
+async def get_product(id: str, services: ServicesDep, _principal: CurrentPrincipal) -> Response:
+    """One product with its current `inventory_count`. Unknown or archived ids are 404."""
+    async with services.db.read() as conn:
+        product = await service.get_product(conn, id)
+    return json_response(product)
+
+
+@router.post(
+    "",
+    response_model=Product,
+    status_code=201,
+    responses=error_responses(401, 403, 413, 415),
+    summary="Create a product (admin)",
+)
+async def create_product(
+    body: ProductCreate, services: ServicesDep, _admin: AdminPrincipal
+) -> Response:
+    """Add a product to the catalogue. Needs an admin key."""
+    async with services.db.write() as conn:
+        product = await service.create_product(conn, body)
+    return json_response(product, 201, {"Location": f"/v1/products/{product['id']}"})
+
+
+@router.patch(
+    "/{id}",
+    response_model=Product,
+    responses=error_responses(401, 403, 413, 415),
+    summary="Update a product (admin)",
+)
+async def update_product(
+    id: str, body: ProductUpdate, services: ServicesDep, _admin: AdminPrincipal
+) -> Response:
+    """Change some fields of a product; omitted fields keep their value. Needs an admin key."""
+    async with services.db.write() as conn:
+        product = await service.update_product(conn, id, body)
+    return json_response(product)
+
+
+@router.delete(
+    "/{id}",
+    status_code=204,
+    responses=error_responses(401, 403),
+    summary="Archive a product (admin)",
+)
+async def archive_product(id: str, services: ServicesDep, _admin: AdminPrincipal) -> Response:
+    """Hide a product from the catalogue. Orders that reference it keep their copy of its
+    name and price. Needs an admin key."""
+    async with services.db.write() as conn:
+        await service.archive_product(conn, id)
+    return Response(status_code=204)

@@ -1,0 +1,191 @@
+"""Catalogue use cases. Rows become wire dicts here; money leaves as JSON numbers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from decimal import Decimal, InvalidOperation
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.catalog import repository
+from commerce_api.catalog.schemas import ProductCreate, ProductUpdate
+from commerce_api.errors import describe_validation_error, not_found
+from commerce_api.ids import looks_like, new_id
+from commerce_api.money import to_major, to_minor
+from commerce_api.timestamps import format_timestamp, utcnow
+
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+
+
+def list_item(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "description": row.description,
+        "price": to_major(row.price_minor),
+        "category": row.category,
+        "created_at": format_timestamp(row.created_at),
+    }
+
+
+def product_detail(row: Any) -> dict[str, Any]:
+    item = list_item(row)
+    item["inventory_count"] = row.inventory_count
+    item["updated_at"] = format_timestamp(row.updated_at)
+    return item
+
+
+def _product_not_found(product_id: str) -> Exception:
+    return not_found(f"No product with id `{product_id}`.", "id")
+
+
+async def list_products(
+    conn: AsyncConnection, *, category: str | None, limit: int, offset: int
+) -> dict[str, Any]:
+    """One page of active products in (created_at, id) order. ``limit`` is already clamped."""
+    total = await repository.count_active(conn, category)
+    rows = await repository.page_active(conn, category, limit, offset) if offset < total else []
+    return {
+        "data": [list_item(row) for row in rows],
+        "pagination": {
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "has_more": offset + len(rows) < total,
+        },
+    }
+
+
+async def get_product(conn: AsyncConnection, product_id: str) -> dict[str, Any]:
+    row = await repository.get_active(conn, product_id) if looks_like("prod", product_id) else None
+    if row is None:
+        raise _product_not_found(product_id)
+    return product_detail(row)
+
+
+def _column_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    values = {key: value for key, value in fields.items() if key != "price"}
+    if "price" in fields:
+        values["price_minor"] = to_minor(fields["price"])
+    return values
+
+
+def _new_product_row(data: ProductCreate, product_id: str | None = None) -> dict[str, Any]:
+    now = utcnow()
+    return {
+        "id": product_id or new_id("prod"),
+        **_column_values(data.model_dump()),
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+async def create_product(conn: AsyncConnection, data: ProductCreate) -> dict[str, Any]:
+    row = _new_product_row(data)
+    await repository.insert(conn, row)
+    return await get_product(conn, row["id"])
+
+
+async def update_product(
+    conn: AsyncConnection, product_id: str, data: ProductUpdate
+) -> dict[str, Any]:
+    values = {**_column_values(data.changes()), "updated_at": utcnow()}
+    if not looks_like("prod", product_id) or not await repository.update_active(
+        conn, product_id, values
+    ):
+        raise _product_not_found(product_id)
+    return await get_product(conn, product_id)
+
+
+async def archive_product(conn: AsyncConnection, product_id: str) -> None:
+    if not looks_like("prod", product_id) or not await repository.archive(
+        conn, product_id, utcnow()
+    ):
+        raise _product_not_found(product_id)
+
+
+# --- import ------------------------------------------------------------------------------------
+
+
+class InvalidImport(ValueError):
+    """A record of an import file is invalid; nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    created: int
+    updated: int
+
+
+def parse_import_file(name: str, content: str) -> list[dict[str, Any]]:
+    """Records from a JSON array, or from CSV with a header row (chosen by the file's name)."""
+    if name.lower().endswith(".csv"):
+        return [_csv_record(line, row) for line, row in enumerate(_csv_rows(content), start=2)]
+    try:
+        records = json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise InvalidImport(f"not valid JSON: {exc}") from exc
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise InvalidImport("expected a JSON array of product objects")
+    return records
+
+
+def _csv_rows(content: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(content)))
+
+
+def _csv_record(line: int, row: Mapping[str, str | None]) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for key, value in row.items():
+        if key is None or value is None:
+            raise InvalidImport(f"line {line}: wrong number of columns")
+        key = key.strip()
+        if key == "id" and not value.strip():
+            continue
+        record[key] = value
+    try:
+        if "price" in record:
+            record["price"] = float(Decimal(record["price"].strip()))
+        if "inventory_count" in record:
+            record["inventory_count"] = int(record["inventory_count"])
+    except (ValueError, InvalidOperation):
+        raise InvalidImport(f"line {line}: price and inventory_count must be numbers") from None
+    return record
+
+
+async def import_products(
+    conn: AsyncConnection, records: Sequence[Mapping[str, Any]]
+) -> ImportResult:
+    """Create products, or update those whose ``id`` is given (restoring archived ones).
+
+    All or nothing: the first invalid record raises and the caller's transaction rolls back.
+    """
+    new_rows: list[dict[str, Any]] = []
+    updated = 0
+    for index, record in enumerate(records):
+        where = f"record {index + 1}"
+        product_id = record.get("id")
+        fields = {key: value for key, value in record.items() if key != "id"}
+        try:
+            if product_id is None:
+                new_rows.append(_new_product_row(ProductCreate.model_validate(fields)))
+                continue
+            update = ProductUpdate.model_validate(fields)
+        except ValidationError as exc:
+            message, _ = describe_validation_error(exc.errors()[0])
+            raise InvalidImport(f"{where}: {message}") from None
+        if not isinstance(product_id, str) or not looks_like("prod", product_id):
+            raise InvalidImport(f"{where}: `id` {product_id!r} is not a product id")
+        values = {**_column_values(update.changes()), "updated_at": utcnow(), "archived_at": None}
+        if not await repository.update_any(conn, product_id, values):
+            raise InvalidImport(f"{where}: no product with id `{product_id}`")
+        updated += 1
+    await repository.insert_many(conn, new_rows)
+    return ImportResult(created=len(new_rows), updated=updated)

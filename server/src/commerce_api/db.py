@@ -1,0 +1,121 @@
+"""Database access: one async engine per process, on SQLite or PostgreSQL.
+
+SQLite runs in WAL mode with a busy timeout. Python's sqlite3 module would open transactions
+lazily and as DEFERRED, so two writers can both read and then fail with "database is locked"
+when they upgrade; we take over transaction control instead and start write transactions with
+``BEGIN IMMEDIATE``, which makes concurrent writers queue on the busy timeout. Reads use a plain
+``BEGIN`` and, thanks to WAL, never wait for writers.
+
+The request (or the job) owns the transaction: ``async with db.write() as conn`` commits on
+success and rolls back on any exception. Services and repositories never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30
+_IMMEDIATE = "commerce_begin_immediate"
+_MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate` on PostgreSQL
+
+
+class UnsupportedDatabaseURL(ValueError):
+    pass
+
+
+def async_url(url: str) -> URL:
+    """Map the contract's URLs (``sqlite:///…``, ``postgresql://…``) to our async drivers."""
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise UnsupportedDatabaseURL(f"not a database URL: {url!r}") from exc
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            raise UnsupportedDatabaseURL("SQLite needs a file path, e.g. sqlite:///./commerce.db")
+        return parsed.set(drivername="sqlite+aiosqlite")
+    if backend in {"postgresql", "postgres"}:
+        return parsed.set(drivername="postgresql+asyncpg")
+    raise UnsupportedDatabaseURL(
+        f"unsupported database {backend!r}: use sqlite:///path or postgresql://user@host/db"
+    )
+
+
+class Database:
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = async_url(url)
+        self.backend = self.url.get_backend_name()
+        if self.is_sqlite:
+            assert self.url.database is not None
+            Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine: AsyncEngine = create_async_engine(
+                self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+            )
+            _configure_sqlite(self.engine)
+        else:
+            self.engine = create_async_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+            )
+        self._write_engine = self.engine.execution_options(**{_IMMEDIATE: True})
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.backend == "sqlite"
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads; its transaction is rolled back at the end."""
+        async with self.engine.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction: committed when the block succeeds, rolled back otherwise."""
+        async with self._write_engine.begin() as conn:
+            yield conn
+
+    async def ping(self) -> None:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def migrate(self) -> None:
+        """Apply pending migrations (safe to run from several processes at once)."""
+        from commerce_api.migrations import upgrade_to_head
+
+        async with self.write() as conn:
+            if not self.is_sqlite:
+                await conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID}
+                )
+            await conn.run_sync(upgrade_to_head)
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the sqlite3 module (see the module docstring).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_SECONDS * 1000}")
+        cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

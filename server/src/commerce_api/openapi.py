@@ -1,0 +1,107 @@
+"""The OpenAPI 3.1 document at ``/v1/openapi.json`` and the offline ``/docs`` page.
+
+FastAPI generates the document from the routes; :func:`finalise` then makes it describe what
+the service really does: the bearer scheme, the error envelope on every error status (never
+FastAPI's default 422 body), and the headers every response carries.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from starlette.responses import HTMLResponse, Response
+
+OPENAPI_URL = "/v1/openapi.json"
+DOCS_URL = "/docs"
+ASSETS_URL = "/docs/assets"
+BEARER = "bearerAuth"
+
+_REQUEST_ID_HEADER = {
+    "description": "Identifies this request; quote it when reporting a problem.",
+    "schema": {"type": "string"},
+}
+
+DESCRIPTION = """\
+The Commerce API: a product catalogue, orders, and order events by signed webhook.
+
+Authenticate every `/v1` request with `Authorization: Bearer <API_KEY>`. Errors always have
+the body `{"error": {"code", "message", "details"}}`, where `details` names the offending
+parameter. Money is a JSON number with at most two decimals; timestamps are ISO 8601 UTC.
+"""
+
+
+def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, Any]:
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {})[BEARER] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key: `sk_sandbox_…` on a sandbox instance, `sk_live_…` in "
+        "production.",
+    }
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.get("schemas", {}).pop(name, None)
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            responses: dict[str, Any] = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            if path not in public_paths:
+                operation["security"] = [{BEARER: []}]
+            for response in responses.values():
+                response.setdefault("headers", {})["X-Request-Id"] = _REQUEST_ID_HEADER
+    return schema
+
+
+def install_openapi(app: FastAPI, public_paths: frozenset[str]) -> None:
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                openapi_version="3.1.0",
+                description=DESCRIPTION,
+                routes=app.routes,
+                servers=[{"url": "/", "description": "This server"}],
+            )
+            app.openapi_schema = finalise(schema, public_paths)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def docs_router(title: str) -> APIRouter:
+    """``/docs`` (Swagger UI) with its assets served from the swagger-ui-py package."""
+    router = APIRouter(include_in_schema=False)
+    static = resources.files("swagger_ui") / "static"
+
+    @router.get(DOCS_URL)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=OPENAPI_URL,
+            title=f"{title} — reference",
+            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_URL}/favicon-32x32.png",
+            swagger_ui_parameters={"persistAuthorization": True},
+        )
+
+    for name, media_type in (
+        ("swagger-ui-bundle.js", "text/javascript"),
+        ("swagger-ui.css", "text/css"),
+        ("favicon-32x32.png", "image/png"),
+    ):
+        endpoint = _static_asset((static / name).read_bytes(), media_type)
+        router.add_api_route(f"{ASSETS_URL}/{name}", endpoint, methods=["GET"])
+    return router
+
+
+def _static_asset(content: bytes, media_type: str) -> Any:
+    headers = {"Cache-Control": "public, max-age=86400"}
+
+    async def asset() -> Response:
+        return Response(content, media_type=media_type, headers=headers)
+
+    return asset

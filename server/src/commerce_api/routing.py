@@ -1,0 +1,100 @@
+"""HTTP plumbing shared by every router: strict routes, JSON responses, documented errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import orjson
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+
+from commerce_api.errors import invalid_request
+from commerce_api.schemas import ErrorResponse
+
+JSON = "application/json"
+
+
+def json_response(
+    content: object, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """Serialise with orjson; our output is built from trusted rows, not re-validated."""
+    return Response(orjson.dumps(content), status_code=status_code, media_type=JSON, headers=headers)
+
+
+class StrictRoute(APIRoute):
+    """A route that refuses unknown query parameters and bodies that are not JSON.
+
+    Unknown parameters are refused rather than ignored so that a typo (``?limt=5``) is an
+    error the integrator sees at once instead of a silent default.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        known = frozenset(_query_param_names(self.dependant))
+        takes_body = _takes_body(self.dependant)
+
+        async def strict_handler(request: Request) -> Response:
+            for name in request.query_params:
+                if name not in known:
+                    raise invalid_request(f"Unknown query parameter `{name}`.", name)
+            if takes_body and _has_body(request) and not _is_json(request):
+                raise invalid_request(
+                    "The request body must be JSON: send `Content-Type: application/json`.",
+                    "Content-Type",
+                    status=415,
+                )
+            return await handler(request)
+
+        return strict_handler
+
+
+def _query_param_names(dependant: Dependant) -> list[str]:
+    names = [param.alias for param in dependant.query_params]
+    for sub in dependant.dependencies:
+        names.extend(_query_param_names(sub))
+    return names
+
+
+def _takes_body(dependant: Dependant) -> bool:
+    return bool(dependant.body_params) or any(_takes_body(d) for d in dependant.dependencies)
+
+
+def _has_body(request: Request) -> bool:
+    length = request.headers.get("content-length")
+    if length is not None:
+        return length.strip() not in {"", "0"}
+    return "transfer-encoding" in request.headers
+
+
+def _is_json(request: Request) -> bool:
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media_type == JSON
+
+
+_ERROR_DESCRIPTIONS = {
+    400: "Invalid request: malformed JSON, a failed validation, an unknown parameter. "
+    "`details` names the parameter.",
+    401: "Missing, malformed, unknown or revoked API key.",
+    403: "The key is valid but its role may not do this (a client key on an admin endpoint).",
+    404: "No such resource (or it belongs to another account).",
+    409: "Conflict with the current state.",
+    413: "Request body larger than 1 MiB.",
+    415: "Request body is not `application/json`.",
+    422: "`Idempotency-Key` reused with a different request.",
+    429: "Rate limit exceeded; see `Retry-After`.",
+    500: "Unexpected server error; `details` carries the request id.",
+}
+
+# Every operation can answer these.
+COMMON_ERRORS = (400, 404, 500)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the given error statuses, with the error envelope."""
+    return {
+        status: {"model": ErrorResponse, "description": _ERROR_DESCRIPTIONS[status]}
+        for status in sorted({*COMMON_ERRORS, *statuses})
+    }

@@ -1,0 +1,63 @@
+"""Settings: the ``COMMERCE_*`` environment variables of the operator contract.
+
+A ``.env`` file in the working directory is read too; real environment variables win.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Environment = Literal["sandbox", "production"]
+Tier = Literal["development", "production"]
+
+DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="COMMERCE_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    database_url: str = "sqlite:///./commerce.db"
+    environment: Environment = "sandbox"
+    redis_url: str | None = None
+    rate_limit_development: int = Field(default=1000, ge=1)
+    rate_limit_production: int = Field(default=10000, ge=1)
+    rate_limit_window_seconds: int = Field(default=3600, ge=1)
+    webhook_retry_schedule: Annotated[tuple[int, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
+    webhook_allow_private_urls: bool | None = None
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+
+    @field_validator("webhook_retry_schedule", mode="before")
+    @classmethod
+    def _parse_schedule(cls, value: object) -> object:
+        if isinstance(value, str):
+            parts = [part.strip() for part in value.split(",") if part.strip()]
+            if not parts:
+                raise ValueError("must list at least one delay in seconds, e.g. 5,300,1800")
+            return tuple(int(part) for part in parts)
+        return value
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _check_schedule(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(delay < 0 for delay in value):
+            raise ValueError("delays must be non-negative seconds")
+        return value
+
+    @cached_property
+    def allow_private_webhook_urls(self) -> bool:
+        """Private receiver URLs are allowed in the sandbox unless the setting says otherwise."""
+        if self.webhook_allow_private_urls is not None:
+            return self.webhook_allow_private_urls
+        return self.environment == "sandbox"
+
+    def rate_limit_for(self, tier: Tier) -> int:
+        if tier == "production":
+            return self.rate_limit_production
+        return self.rate_limit_development
