@@ -1,0 +1,256 @@
+"""``commerce-api``: serve, migrate, and manage accounts, keys and the catalogue.
+
+Commands print their result (an id or a secret) as the last line of standard output, so
+scripts can take it with ``tail -n 1``; explanations go to standard error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import click
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.accounts import service as accounts
+from commerce_api.catalog import service as catalog
+from commerce_api.db import Database, UnsupportedDatabaseURL
+from commerce_api.settings import Settings
+from commerce_api.timestamps import format_timestamp
+
+T = TypeVar("T")
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except Exception as exc:
+        raise click.ClickException(f"invalid settings: {exc}") from exc
+
+
+def _with_database(
+    work: Callable[[Database], Awaitable[T]], settings: Settings | None = None
+) -> T:
+    """Open the configured database, apply pending migrations, run ``work``, close."""
+    settings = settings or _settings()
+
+    async def run() -> T:
+        try:
+            db = Database(settings.database_url)
+        except UnsupportedDatabaseURL as exc:
+            raise click.ClickException(str(exc)) from exc
+        try:
+            await db.migrate()
+            return await work(db)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(run())
+
+
+def _in_transaction(work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def run(db: Database) -> T:
+        async with db.write() as conn:
+            return await work(conn)
+
+    return _with_database(run)
+
+
+def _note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="commerce-api")
+def main() -> None:
+    """Commerce API: a self-hostable commerce backend.
+
+    Settings come from COMMERCE_* environment variables (see the README), for example
+    COMMERCE_DATABASE_URL=postgresql://user@host/db.
+    """
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--demo", is_flag=True, help="Load a demo catalogue if empty; print a client key.")
+@click.option(
+    "--no-dispatcher", is_flag=True, help="Do not run the webhook dispatcher in this process."
+)
+def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -> None:
+    """Apply pending migrations, then serve the API."""
+    import uvicorn
+
+    settings = _settings()
+
+    async def prepare(db: Database) -> tuple[int, str] | None:
+        if not demo:
+            return None
+        from commerce_api.demo import seed_demo
+
+        async with db.write() as conn:
+            return await seed_demo(conn, settings.environment)
+
+    seeded = _with_database(prepare, settings)
+    base = f"http://{'localhost' if host in {'127.0.0.1', '0.0.0.0'} else host}:{port}"  # noqa: S104
+    _note(f"Commerce API ({settings.environment}) on {base}/v1 — reference at {base}/docs")
+    if seeded is not None:
+        loaded, secret = seeded
+        if loaded:
+            _note(f"Loaded the demo catalogue: {loaded} products.")
+        _note("A sandbox client key for the demo account (shown once; keep it):")
+        _note(f'  curl -H "Authorization: Bearer {secret}" {base}/v1/products')
+        click.echo(secret)
+    sys.stdout.flush()
+    uvicorn.run(
+        "commerce_api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        proxy_headers=True,
+        server_header=False,
+        access_log=False,
+        log_level="info",
+    )
+
+
+@main.command()
+def migrate() -> None:
+    """Apply pending database migrations."""
+
+    async def noop(_db: Database) -> str:
+        return "ok"
+
+    _with_database(noop)
+    click.echo("Database is up to date.")
+
+
+@main.group()
+def accounts_group() -> None:
+    """Client accounts."""
+
+
+main.add_command(accounts_group, name="accounts")
+
+
+@accounts_group.command("create")
+@click.argument("name")
+@click.option(
+    "--tier",
+    type=click.Choice(["development", "production"]),
+    default="development",
+    show_default=True,
+)
+def accounts_create(name: str, tier: str) -> None:
+    """Create an account; prints its id."""
+    if not name.strip():
+        raise click.BadParameter("must not be empty", param_hint="NAME")
+    account_id = _in_transaction(
+        lambda conn: accounts.create_account(conn, name, "production" if tier == "production" else "development")
+    )
+    click.echo(account_id)
+
+
+@main.group()
+def keys() -> None:
+    """API keys."""
+
+
+@keys.command("create")
+@click.option("--account", "account_id", help="The account the key belongs to.")
+@click.option("--admin", is_flag=True, help="An admin (operator) key instead of a client key.")
+def keys_create(account_id: str | None, admin: bool) -> None:
+    """Create a key and print it (it is shown only this once)."""
+    if not admin and not account_id:
+        raise click.UsageError("a client key needs --account ACCOUNT_ID (or use --admin)")
+    settings = _settings()
+
+    async def create(conn: AsyncConnection) -> accounts.CreatedKey:
+        return await accounts.create_key(
+            conn, settings.environment, account_id=account_id, role="admin" if admin else "client"
+        )
+
+    try:
+        key = _in_transaction(create)
+    except accounts.AccountNotFound as exc:
+        raise click.ClickException(f"no account with id {exc}") from exc
+    _note(f"Created {key.role} key {key.id}. Store the secret now; it is not shown again.")
+    click.echo(key.secret)
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def keys_list(as_json: bool) -> None:
+    """List keys (never their secrets)."""
+
+    async def load(db: Database) -> list[accounts.KeyInfo]:
+        async with db.read() as conn:
+            return await accounts.list_keys(conn)
+
+    rows = [
+        {
+            "id": key.id,
+            "account_id": key.account_id,
+            "role": key.role,
+            "prefix": key.prefix,
+            "last4": key.last4,
+            "created_at": format_timestamp(key.created_at),
+            "revoked_at": format_timestamp(key.revoked_at) if key.revoked_at else None,
+        }
+        for key in _with_database(load)
+    ]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
+        click.echo(
+            f"{row['id']}  {row['role']:<6}  {row['account_id'] or '-':<29}  "
+            f"{row['prefix']}…{row['last4']}  {row['created_at']}  {state}"
+        )
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+def keys_revoke(key_id: str) -> None:
+    """Revoke a key; requests with it are refused from now on."""
+    if not _in_transaction(lambda conn: accounts.revoke_key(conn, key_id)):
+        raise click.ClickException(f"no key with id {key_id}")
+    click.echo(key_id)
+
+
+@main.group()
+def products() -> None:
+    """The product catalogue."""
+
+
+@products.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def products_import(file: Path) -> None:
+    """Import products from a JSON array or a CSV file (all or nothing).
+
+    Each record has name, description, price, category, inventory_count; a record with an id
+    updates that product instead of creating one.
+    """
+    try:
+        records = catalog.parse_import_file(file.name, file.read_text(encoding="utf-8"))
+    except (catalog.InvalidImport, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{file}: {exc}") from exc
+
+    async def load(conn: AsyncConnection) -> catalog.ImportResult:
+        return await catalog.import_products(conn, records)
+
+    try:
+        result = _in_transaction(load)
+    except catalog.InvalidImport as exc:
+        raise click.ClickException(f"{file}: {str(exc).rstrip('.')}; nothing was imported") from exc
+    _note(f"Imported {result.created + result.updated} products.")
+    click.echo(f"created={result.created} updated={result.updated}")
+
+

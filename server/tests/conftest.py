@@ -1,0 +1,174 @@
+"""Shared fixtures: a clean database on each backend, an app, an HTTP client, keys.
+
+Backends: SQLite (a file per test, copied from a migrated template) and PostgreSQL (one
+database with a random name per session, emptied before each test, dropped at the end).
+
+PostgreSQL comes from ``COMMERCE_TEST_POSTGRES_URL`` (default: the local server as user
+``postgres``). Where it is unreachable the PostgreSQL tests skip, saying why, unless
+``COMMERCE_TEST_REQUIRE_POSTGRES=1`` (set by ``.ci/run``), which makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from commerce_api.accounts import service as accounts
+from commerce_api.app import create_app
+from commerce_api.db import Database
+from commerce_api.settings import Settings, Tier
+from commerce_api.tables import metadata
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "COMMERCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REQUIRE_POSTGRES = os.environ.get("COMMERCE_TEST_REQUIRE_POSTGRES") == "1"
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+async def postgres_url() -> AsyncIterator[str]:
+    """A migrated PostgreSQL database, created for this session and dropped after it."""
+    try:
+        admin = await asyncpg.connect(_asyncpg_dsn(POSTGRES_ADMIN_URL), timeout=5)
+    except Exception as exc:
+        message = f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {exc}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(message)
+        pytest.skip(message + " (set COMMERCE_TEST_POSTGRES_URL)")
+    name = f"commerce_test_{secrets.token_hex(6)}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        db = Database(url)
+        await db.migrate()
+        await db.dispose()
+        yield url
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file that each test copies (faster than migrating every time)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    db = Database(f"sqlite:///{path}")
+    await db.migrate()
+    async with db.write() as conn:  # fold the WAL into the main file before copying it
+        await conn.execute(text("SELECT 1"))
+    async with db.engine.connect() as conn:
+        await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    await db.dispose()
+    return path
+
+
+async def _empty_postgres(url: str) -> None:
+    db = Database(url)
+    try:
+        async with db.write() as conn:
+            names = ", ".join(f'"{table.name}"' for table in metadata.sorted_tables)
+            await conn.execute(text(f"TRUNCATE {names} CASCADE"))
+    finally:
+        await db.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest) -> str:
+    """The URL of a clean, migrated database, once per backend."""
+    url: str = request.getfixturevalue(f"{request.param}_database_url")
+    return url
+
+
+@pytest.fixture
+def sqlite_database_url(tmp_path: Path, sqlite_template: Path) -> str:
+    path = tmp_path / "commerce.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+async def postgresql_database_url(postgres_url: str) -> str:
+    await _empty_postgres(postgres_url)
+    return postgres_url
+
+
+@pytest.fixture
+def backend(database_url: str) -> str:
+    return "sqlite" if database_url.startswith("sqlite") else "postgresql"
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = Database(database_url)
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+def make_settings(database_url: str, **overrides: object) -> Settings:
+    return Settings(_env_file=None, database_url=database_url, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return make_settings(database_url)
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+        yield http
+
+
+KeyFactory = Callable[..., Awaitable[str]]
+
+
+@pytest.fixture
+def make_key(db: Database, settings: Settings) -> KeyFactory:
+    """``await make_key()`` → a client key for a new account; ``role="admin"`` for an admin key."""
+
+    async def make(role: accounts.Role = "client", tier: Tier = "development") -> str:
+        async with db.write() as conn:
+            account_id = None
+            if role == "client":
+                account_id = await accounts.create_account(conn, "Test account", tier)
+            key = await accounts.create_key(
+                conn, settings.environment, account_id=account_id, role=role
+            )
+        return key.secret
+
+    return make
+
+
+@pytest.fixture
+async def client_key(make_key: KeyFactory) -> str:
+    return await make_key()
+
+
+@pytest.fixture
+async def admin_key(make_key: KeyFactory) -> str:
+    return await make_key("admin")
