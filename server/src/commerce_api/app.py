@@ -1,4 +1,4 @@
-"""The ASGI application: ``create_app()`` builds it from settings (uvicorn calls it as a factory)."""
+"""The ASGI application: ``create_app()`` builds it from settings (a uvicorn factory)."""
 
 from __future__ import annotations
 

@@ -32,9 +32,7 @@ def _settings() -> Settings:
         raise click.ClickException(f"invalid settings: {exc}") from exc
 
 
-def _with_database(
-    work: Callable[[Database], Awaitable[T]], settings: Settings | None = None
-) -> T:
+def _with_database(work: Callable[[Database], Awaitable[T]], settings: Settings | None = None) -> T:
     """Open the configured database, apply pending migrations, run ``work``, close."""
     settings = settings or _settings()
 
@@ -152,7 +150,9 @@ def accounts_create(name: str, tier: str) -> None:
     if not name.strip():
         raise click.BadParameter("must not be empty", param_hint="NAME")
     account_id = _in_transaction(
-        lambda conn: accounts.create_account(conn, name, "production" if tier == "production" else "development")
+        lambda conn: accounts.create_account(
+            conn, name, "production" if tier == "production" else "development"
+        )
     )
     click.echo(account_id)
 
@@ -252,5 +252,3 @@ def products_import(file: Path) -> None:
         raise click.ClickException(f"{file}: {str(exc).rstrip('.')}; nothing was imported") from exc
     _note(f"Imported {result.created + result.updated} products.")
     click.echo(f"created={result.created} updated={result.updated}")
-
-

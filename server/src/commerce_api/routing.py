@@ -11,6 +11,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from commerce_api.dependencies import admin_principal, current_principal
 from commerce_api.errors import invalid_request
 from commerce_api.schemas import ErrorResponse
 
@@ -21,11 +22,13 @@ def json_response(
     content: object, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
     """Serialise with orjson; our output is built from trusted rows, not re-validated."""
-    return Response(orjson.dumps(content), status_code=status_code, media_type=JSON, headers=headers)
+    return Response(
+        orjson.dumps(content), status_code=status_code, media_type=JSON, headers=headers
+    )
 
 
 class StrictRoute(APIRoute):
-    """A route that refuses unknown query parameters and bodies that are not JSON.
+    """A route that authenticates first and refuses unknown query parameters and non-JSON bodies.
 
     Unknown parameters are refused rather than ignored so that a typo (``?limt=5``) is an
     error the integrator sees at once instead of a silent default.
@@ -35,8 +38,16 @@ class StrictRoute(APIRoute):
         handler = super().get_route_handler()
         known = frozenset(_query_param_names(self.dependant))
         takes_body = _takes_body(self.dependant)
+        needs_key = _depends_on(self.dependant, current_principal)
+        needs_admin = _depends_on(self.dependant, admin_principal)
 
         async def strict_handler(request: Request) -> Response:
+            # Authenticate before FastAPI reads and validates the body, so that a request
+            # without a valid key is a 401 (or 403) whatever its body looks like.
+            if needs_key or needs_admin:
+                principal = await current_principal(request)
+                if needs_admin:
+                    await admin_principal(principal)
             for name in request.query_params:
                 if name not in known:
                     raise invalid_request(f"Unknown query parameter `{name}`.", name)
@@ -56,6 +67,10 @@ def _query_param_names(dependant: Dependant) -> list[str]:
     for sub in dependant.dependencies:
         names.extend(_query_param_names(sub))
     return names
+
+
+def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
+    return any(sub.call is call or _depends_on(sub, call) for sub in dependant.dependencies)
 
 
 def _takes_body(dependant: Dependant) -> bool:

@@ -63,9 +63,7 @@ class KeyInfo:
 
 async def create_account(conn: AsyncConnection, name: str, tier: Tier = "development") -> str:
     account_id = new_id("acct")
-    await repository.insert_account(
-        conn, id=account_id, name=name, tier=tier, created_at=utcnow()
-    )
+    await repository.insert_account(conn, id=account_id, name=name, tier=tier, created_at=utcnow())
     return account_id
 
 
@@ -97,7 +95,7 @@ async def create_key(
 
 
 async def list_keys(conn: AsyncConnection) -> list[KeyInfo]:
-    return [KeyInfo(*row) for row in await repository.list_keys(conn)]  # type: ignore[arg-type]
+    return [KeyInfo(**row._mapping) for row in await repository.list_keys(conn)]
 
 
 async def revoke_key(conn: AsyncConnection, key_id: str) -> bool:
@@ -120,9 +118,7 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
-async def authenticate(
-    conn: AsyncConnection, token: str, environment: Environment
-) -> Principal:
+async def authenticate(conn: AsyncConnection, token: str, environment: Environment) -> Principal:
     """The principal for a key, or a 401. Unknown and revoked keys get the same answer."""
     issued_for = key_environment(token)
     if issued_for is None or len(token) > MAX_KEY_LENGTH:

@@ -24,7 +24,7 @@ DETAIL_COLUMNS = (*LIST_COLUMNS, products.c.inventory_count, products.c.updated_
 
 
 def _active(category: str | None) -> list[ColumnElement[bool]]:
-    conditions = [products.c.archived_at.is_(None)]
+    conditions: list[ColumnElement[bool]] = [products.c.archived_at.is_(None)]
     if category is not None:
         conditions.append(products.c.category == category)
     return conditions
@@ -70,9 +70,7 @@ async def insert_many(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) 
         await conn.execute(products.insert(), list(rows))
 
 
-async def update_active(
-    conn: AsyncConnection, product_id: str, values: Mapping[str, Any]
-) -> bool:
+async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
     result = await conn.execute(
         update(products)
         .where(products.c.id == product_id, products.c.archived_at.is_(None))

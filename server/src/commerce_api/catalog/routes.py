@@ -38,9 +38,7 @@ async def list_products(
         int,
         Query(ge=1, description="Page size; values above 100 are clamped to 100."),
     ] = service.DEFAULT_PAGE_SIZE,
-    offset: Annotated[
-        int, Query(ge=0, le=MAX_OFFSET, description="Number of items to skip.")
-    ] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Number of items to skip.")] = 0,
     category: Annotated[
         str | None,
         Query(min_length=1, max_length=MAX_CATEGORY_LENGTH, description="Only this category."),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from decimal import Decimal, InvalidOperation
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pydantic import ValidationError

@@ -60,9 +60,7 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("updated_at", UTCDateTime(), nullable=False),
         sa.Column("archived_at", UTCDateTime(), nullable=True),
-        sa.CheckConstraint(
-            "inventory_count >= 0", name=op.f("ck_products_inventory_not_negative")
-        ),
+        sa.CheckConstraint("inventory_count >= 0", name=op.f("ck_products_inventory_not_negative")),
         sa.CheckConstraint("price_minor >= 0", name=op.f("ck_products_price_not_negative")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_products")),
     )
