@@ -15,7 +15,7 @@ from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
 from commerce_api.middleware import RequestContextMiddleware
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
-from commerce_api.routing import StrictRoute, json_response
+from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.settings import Settings
 
 TITLE = "Commerce API"
@@ -71,8 +71,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    app.include_router(catalog_router)
-    app.include_router(health_router)
-    app.include_router(docs_router(TITLE))
+    routers = [catalog_router, health_router, docs_router(TITLE)]
+    for router in routers:
+        app.include_router(router)
+    app.state.method_index = MethodIndex(routers)
     install_openapi(app, PUBLIC_PATHS)
     return app

@@ -157,7 +157,9 @@ async def _http_exception_handler(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         error = not_found(f"No route matches {request.method} {request.url.path}.", "path")
     elif exc.status_code == 405:
-        allowed = headers.get("Allow") or headers.get("allow", "")
+        allowed = _allowed_methods(request)
+        headers = {key: value for key, value in headers.items() if key.lower() != "allow"}
+        headers["Allow"] = allowed
         error = invalid_request(
             f"Method {request.method} is not allowed on {request.url.path}"
             + (f"; use {allowed}." if allowed else "."),
@@ -170,6 +172,12 @@ async def _http_exception_handler(request: Request, exc: Exception) -> Response:
         error = invalid_request(str(exc.detail), "body", status=exc.status_code)
     error.headers.update(headers)
     return error_response(error)
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method the path answers (see ``routing.MethodIndex``)."""
+    index = getattr(request.app.state, "method_index", None)
+    return ", ".join(index.allowed(request.url.path)) if index is not None else ""
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import orjson
 from fastapi.dependencies.models import Dependant
+from fastapi import APIRouter
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
@@ -42,8 +43,8 @@ class StrictRoute(APIRoute):
         needs_admin = _depends_on(self.dependant, admin_principal)
 
         async def strict_handler(request: Request) -> Response:
-            # Authenticate before FastAPI reads and validates the body, so that a request
-            # without a valid key is a 401 (or 403) whatever its body looks like.
+            # Authenticate before anything else is checked, so that a request without a valid
+            # key is a 401 (or 403) whatever its query or body.
             if needs_key or needs_admin:
                 principal = await current_principal(request)
                 if needs_admin:
@@ -113,3 +114,26 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": ErrorResponse, "description": _ERROR_DESCRIPTIONS[status]}
         for status in sorted({*COMMON_ERRORS, *statuses})
     }
+
+
+class MethodIndex:
+    """Which methods each path answers, for the ``Allow`` header of a 405.
+
+    FastAPI registers one route per method, and Starlette's own ``Allow`` names only the first
+    route whose path matched; the index is built from our routers so it names them all.
+    """
+
+    def __init__(self, routers: Sequence[APIRouter]) -> None:
+        self._routes = [
+            (route.path_regex, frozenset(route.methods))
+            for router in routers
+            for route in router.routes
+            if isinstance(route, APIRoute)
+        ]
+
+    def allowed(self, path: str) -> list[str]:
+        methods: set[str] = set()
+        for pattern, route_methods in self._routes:
+            if pattern.match(path):
+                methods |= route_methods
+        return sorted(methods)

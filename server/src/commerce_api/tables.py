@@ -89,10 +89,14 @@ api_keys = Table(
     Index("ix_api_keys_account_id", "account_id"),
 )
 
+# Lists are ordered by (created_at, id). Ids are mixed-case ASCII: compare them bytewise on
+# PostgreSQL too (SQLite already does), so both backends order pages identically.
+SortableId = String(64).with_variant(String(64, collation="C"), "postgresql")
+
 products = Table(
     "products",
     metadata,
-    Column("id", String(64), primary_key=True),
+    Column("id", SortableId, primary_key=True),
     Column("name", String(200), nullable=False),
     Column("description", Text, nullable=False),
     Column("price_minor", BigInteger, nullable=False),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from commerce_api.tables import UTCDateTime
+from commerce_api.tables import SortableId, UTCDateTime
 
 revision = "0001"
 down_revision = None
@@ -51,7 +51,7 @@ def upgrade() -> None:
     op.create_index("ix_api_keys_account_id", "api_keys", ["account_id"])
     op.create_table(
         "products",
-        sa.Column("id", sa.String(64), nullable=False),
+        sa.Column("id", SortableId, nullable=False),
         sa.Column("name", sa.String(200), nullable=False),
         sa.Column("description", sa.Text(), nullable=False),
         sa.Column("price_minor", sa.BigInteger(), nullable=False),
