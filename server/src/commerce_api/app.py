@@ -16,6 +16,7 @@ from commerce_api.errors import APIError, install_error_handlers
 from commerce_api.middleware import RequestContextMiddleware
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
+from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
 
 TITLE = "Commerce API"
@@ -32,7 +33,10 @@ async def healthz() -> Response:
 @health_router.get(
     "/readyz",
     summary="Readiness",
-    responses={200: {"description": "Ready."}, 503: {"description": "Database unreachable."}},
+    responses={
+        200: {"description": "Ready."},
+        503: {"model": ErrorResponse, "description": "Database unreachable."},
+    },
 )
 async def readyz(services: ServicesDep) -> Response:
     """The database answers. 503 with a `server_error` body when it does not."""

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from commerce_api.errors import ErrorCode
 
@@ -22,17 +33,44 @@ def _check_text(value: str, *, multiline: bool) -> str:
     return value
 
 
-def _single_line(value: str) -> str:
-    return _check_text(value, multiline=False)
+@dataclass(frozen=True, slots=True)
+class _TextRule:
+    """Refuses control characters and invalid Unicode, and says so in the JSON schema."""
+
+    multiline: bool
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        check = partial(_check_text, multiline=self.multiline)
+        return core_schema.no_info_after_validator_function(check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        target = handler.resolve_ref_schema(json_schema)
+        target["pattern"] = MULTI_LINE_PATTERN if self.multiline else SINGLE_LINE_PATTERN
+        return json_schema
 
 
-def _multi_line(value: str) -> str:
-    return _check_text(value, multiline=True)
-
+SINGLE_LINE_PATTERN = "^[^\\x00-\\x1f\\x7f]*$"
+MULTI_LINE_PATTERN = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]*$"
 
 # Markers for ``Annotated[str, StringConstraints(...), SingleLine]``.
-SingleLine = AfterValidator(_single_line)
-MultiLine = AfterValidator(_multi_line)
+SingleLine = _TextRule(multiline=False)
+MultiLine = _TextRule(multiline=True)
+
+
+def _whole_number(value: object) -> object:
+    # JSON Schema counts 2.0 as an integer, and so do we; 2.5, "2" and true stay refused.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Marker for integer request fields: ``Annotated[int, Field(...), WholeNumber]``.
+WholeNumber = BeforeValidator(_whole_number)
 
 
 def drop_null_from_schema(schema: dict[str, Any]) -> None:

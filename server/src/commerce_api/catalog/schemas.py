@@ -13,6 +13,7 @@ from commerce_api.schemas import (
     RequestModel,
     ResponseModel,
     SingleLine,
+    WholeNumber,
     drop_null_from_schema,
 )
 
@@ -40,7 +41,7 @@ Price = Annotated[
     ),
     AfterValidator(_two_decimals),
 ]
-Inventory = Annotated[int, Field(ge=0, le=MAX_INVENTORY)]
+Inventory = Annotated[int, Field(ge=0, le=MAX_INVENTORY), WholeNumber]
 
 
 class ProductListItem(ResponseModel):
