@@ -34,7 +34,7 @@ test: install
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy server/src client/src server/tests
+	$(BIN)/mypy server/src client/src server/tests client/tests
 
 format: install
 	$(BIN)/ruff format .

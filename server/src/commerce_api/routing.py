@@ -6,8 +6,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import orjson
-from fastapi.dependencies.models import Dependant
 from fastapi import APIRouter
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
@@ -125,7 +125,7 @@ class MethodIndex:
 
     def __init__(self, routers: Sequence[APIRouter]) -> None:
         self._routes = [
-            (route.path_regex, frozenset(route.methods))
+            (route.path_regex, frozenset(route.methods or ()))
             for router in routers
             for route in router.routes
             if isinstance(route, APIRoute)

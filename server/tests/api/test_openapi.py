@@ -242,9 +242,7 @@ def _error_params() -> list[Any]:
     for method, path, status in RESPONSES:
         if int(status) < 400:
             continue
-        params.append(
-            pytest.param(method, path, status, id=f"{method} {path} {status}")
-        )
+        params.append(pytest.param(method, path, status, id=f"{method} {path} {status}"))
     return params
 
 
