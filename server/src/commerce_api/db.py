@@ -12,6 +12,8 @@ success and rolls back on any exception. Services and repositories never commit.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -100,6 +102,29 @@ class Database:
         await self.engine.dispose()
 
 
+def _ensure_wal(cursor: Any) -> None:
+    """Switch the file to WAL (a persistent setting) unless it already is.
+
+    Changing the journal mode needs a moment of exclusive access and SQLite does not apply the
+    busy timeout to it, so several processes opening a new file at once would see "database is
+    locked". Retry for as long as the busy timeout would have waited.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode")
+            mode = cursor.fetchone()[0]
+            if str(mode).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)  # runs on the driver's own thread, not the event loop
+            delay = min(delay * 2, 0.2)
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     sync_engine = engine.sync_engine
 
@@ -108,7 +133,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # Take transaction control away from the sqlite3 module (see the module docstring).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _ensure_wal(cursor)
         # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")

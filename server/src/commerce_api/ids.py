@@ -12,7 +12,7 @@ KEY_RANDOM_LENGTH = 32
 
 PREFIXES = frozenset({"prod", "ord", "acct", "key", "we", "evt", "req"})
 
-_ID_PATTERN = re.compile(r"^(?P<prefix>[a-z]+)_[A-Za-z0-9]{1,64}$")
+_ID_PATTERN = re.compile(r"(?P<prefix>[a-z]+)_[A-Za-z0-9]{1,64}")
 
 
 def random_token(length: int) -> str:
@@ -31,5 +31,5 @@ def looks_like(prefix: str, value: str) -> bool:
     Used to answer 404 for ids that cannot exist without asking the database (and without
     handing arbitrary bytes, such as NUL, to it).
     """
-    match = _ID_PATTERN.match(value)
+    match = _ID_PATTERN.fullmatch(value)
     return match is not None and match.group("prefix") == prefix

@@ -67,9 +67,5 @@ def test_looks_like(prefix: str, value: str, expected: bool) -> None:
     assert looks_like(prefix, value) is expected
 
 
-@pytest.mark.xfail(
-    reason="BUG: ids._ID_PATTERN ends with `$`, which also matches before a trailing newline",
-    strict=True,
-)
 def test_looks_like_refuses_a_trailing_newline() -> None:
     assert looks_like("prod", "prod_abc\n") is False

@@ -126,6 +126,7 @@ class ImportResult:
 
 def parse_import_file(name: str, content: str) -> list[dict[str, Any]]:
     """Records from a JSON array, or from CSV with a header row (chosen by the file's name)."""
+    content = content.removeprefix("\ufeff")  # the byte-order mark spreadsheets write
     if name.lower().endswith(".csv"):
         return [_csv_record(line, row) for line, row in enumerate(_csv_rows(content), start=2)]
     try:

@@ -1,0 +1,267 @@
+"""The ``commerce-api`` command line, run as a real process against both backends.
+
+Each command prints its result (an id or a secret) as the last line of standard output.
+Independent invocations run concurrently: every process pays the interpreter's import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+
+from commerce_api.db import Database
+from commerce_api.tables import accounts, api_keys, products
+
+CLI = Path(sys.prefix) / "bin" / "commerce-api"
+if not CLI.exists():  # pragma: no cover - the contract's location, from the repository root
+    CLI = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "commerce-api"
+
+KEY_FIELDS = {"id", "account_id", "role", "prefix", "last4", "created_at", "revoked_at"}
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+@dataclass(frozen=True)
+class Result:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def last_line(self) -> str:
+        lines = self.stdout.splitlines()
+        assert lines, f"no output from {self.args}: {self.stderr}"
+        return lines[-1]
+
+    def ok(self) -> Result:
+        assert self.returncode == 0, f"{self.args} exited {self.returncode}: {self.stderr}"
+        return self
+
+
+@dataclass(frozen=True)
+class Cli:
+    database_url: str
+    workdir: Path
+    pycache: Path
+
+    async def run(self, *args: str) -> Result:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("COMMERCE_")}
+        env["COMMERCE_DATABASE_URL"] = self.database_url
+        # Compile the imports once for all the processes of the session, outside the venv.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
+        process = await asyncio.create_subprocess_exec(
+            str(CLI),
+            *args,
+            cwd=self.workdir,  # no stray .env file is read
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+        assert process.returncode is not None
+        return Result(args, process.returncode, stdout.decode(), stderr.decode())
+
+    async def run_all(self, *commands: tuple[str, ...]) -> list[Result]:
+        return list(await asyncio.gather(*(self.run(*command) for command in commands)))
+
+    async def keys(self) -> list[dict[str, Any]]:
+        listed = json.loads((await self.run("keys", "list", "--json")).ok().stdout)
+        assert isinstance(listed, list)
+        return listed
+
+
+@pytest.fixture(scope="session")
+def pycache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cli-pycache")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def cli(request: pytest.FixtureRequest, tmp_path: Path, pycache: Path) -> Cli:
+    """SQLite: a new, empty file; PostgreSQL: the session database, emptied."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'data' / 'cli.db'}"
+    else:
+        url = request.getfixturevalue("postgresql_database_url")
+    return Cli(url, tmp_path, pycache)
+
+
+@pytest.fixture
+def sqlite_cli(tmp_path: Path, pycache: Path) -> Cli:
+    return Cli(f"sqlite:///{tmp_path / 'cli.db'}", tmp_path, pycache)
+
+
+async def query(url: str, statement: Any) -> list[Any]:
+    db = Database(url)
+    try:
+        async with db.read() as conn:
+            return list((await conn.execute(statement)).all())
+    finally:
+        await db.dispose()
+
+
+async def test_migrate(cli: Cli) -> None:
+    # Every command applies pending migrations first, so this also covers running it again.
+    assert (await cli.run("migrate")).ok().last_line == "Database is up to date."
+    [(version,)] = await query(cli.database_url, text("SELECT version_num FROM alembic_version"))
+    assert version == "0001"
+
+
+async def test_accounts_and_keys(cli: Cli) -> None:
+    created = (await cli.run("accounts", "create", "Acme Books", "--tier", "production")).ok()
+    account_id = created.last_line
+    assert re.fullmatch(r"acct_[A-Za-z0-9]+", account_id)
+    [account] = await query(cli.database_url, select(accounts))
+    assert (account.id, account.name, account.tier) == (account_id, "Acme Books", "production")
+
+    client, admin, unknown_account, unknown_key = await cli.run_all(
+        ("keys", "create", "--account", account_id),
+        ("keys", "create", "--admin"),
+        ("keys", "create", "--account", "acct_doesnotexist"),
+        ("keys", "revoke", "key_doesnotexist"),
+    )
+    client_secret = client.ok().last_line
+    admin_secret = admin.ok().last_line
+    assert re.fullmatch(r"sk_sandbox_[A-Za-z0-9]{32}", client_secret)
+    assert re.fullmatch(r"sk_sandbox_[A-Za-z0-9]{32}", admin_secret)
+    assert client_secret != admin_secret
+    assert unknown_account.returncode != 0
+    assert "acct_doesnotexist" in unknown_account.stderr
+    assert unknown_key.returncode != 0
+    assert "key_doesnotexist" in unknown_key.stderr
+
+    as_json, as_text = await cli.run_all(("keys", "list", "--json"), ("keys", "list"))
+    listed = json.loads(as_json.ok().stdout)
+    assert isinstance(listed, list)
+    assert len(listed) == 2
+    for item in listed:
+        assert set(item) == KEY_FIELDS
+        assert item["prefix"] == "sk_sandbox_"
+        assert TIMESTAMP.match(item["created_at"])
+        assert item["revoked_at"] is None
+    by_role = {item["role"]: item for item in listed}
+    assert by_role["client"]["account_id"] == account_id
+    assert by_role["client"]["last4"] == client_secret[-4:]
+    assert by_role["admin"]["account_id"] is None
+    assert by_role["admin"]["last4"] == admin_secret[-4:]
+    for result in (as_json, as_text.ok()):
+        assert client_secret not in result.stdout + result.stderr
+        assert admin_secret not in result.stdout + result.stderr
+    assert by_role["client"]["id"] in as_text.stdout
+
+    stored = {row.id: row for row in await query(cli.database_url, select(api_keys))}
+    assert client_secret not in {str(value) for value in stored[by_role["client"]["id"]]}
+
+    client_key_id = by_role["client"]["id"]
+    revoked = (await cli.run("keys", "revoke", client_key_id)).ok()
+    assert revoked.last_line == client_key_id
+    after = {item["id"]: item for item in await cli.keys()}
+    assert TIMESTAMP.match(after[client_key_id]["revoked_at"])
+    assert after[by_role["admin"]["id"]]["revoked_at"] is None
+
+
+async def test_products_import(cli: Cli) -> None:
+    bad_json = cli.workdir / "bad.json"
+    bad_json.write_text(
+        json.dumps(
+            [
+                {"name": "Good", "price": 1, "category": "x"},
+                {"name": "Bad", "price": 19.999, "category": "x"},
+                {"name": "Also good", "price": 2, "category": "x"},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    good_json = cli.workdir / "catalogue.json"
+    good_json.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "Lamp",
+                    "description": "Bright",
+                    "price": 19.99,
+                    "category": "home",
+                    "inventory_count": 5,
+                },
+                {"name": "Pen", "price": 0.07, "category": "office", "inventory_count": 100},
+            ]
+        ),
+        encoding="utf-8",
+    )
+
+    failed_json = await cli.run("products", "import", str(bad_json))
+    assert failed_json.returncode != 0
+    assert "record 2" in failed_json.stderr
+    assert "price" in failed_json.stderr
+    assert "nothing was imported" in failed_json.stderr
+    assert await query(cli.database_url, select(products)) == []
+
+    imported = (await cli.run("products", "import", str(good_json))).ok()
+    assert imported.last_line == "created=2 updated=0"
+    rows = {row.name: row for row in await query(cli.database_url, select(products))}
+    assert rows["Lamp"].price_minor == 1999
+    assert rows["Pen"].price_minor == 7
+    lamp_id = rows["Lamp"].id
+
+    update_csv = cli.workdir / "update.csv"
+    update_csv.write_text(
+        "id,name,description,price,category,inventory_count\n"
+        f'{lamp_id},Lamp XL,"Brighter, bigger",25.50,home,3\n'
+        ",Desk,Oak,120,office,2\n",
+        encoding="utf-8",
+    )
+    updated = (await cli.run("products", "import", str(update_csv))).ok()
+    assert updated.last_line == "created=1 updated=1"
+    rows = {row.id: row for row in await query(cli.database_url, select(products))}
+    assert len(rows) == 3
+    lamp = rows[lamp_id]
+    assert (lamp.name, lamp.description, lamp.price_minor, lamp.inventory_count) == (
+        "Lamp XL",
+        "Brighter, bigger",
+        2550,
+        3,
+    )
+    assert {row.name for row in rows.values()} == {"Lamp XL", "Pen", "Desk"}
+
+
+async def test_usage_errors_and_help(sqlite_cli: Cli) -> None:
+    commands: list[tuple[str, ...]] = [
+        ("--help",),
+        ("serve", "--help"),
+        ("migrate", "--help"),
+        ("accounts", "create", "--help"),
+        ("keys", "create", "--help"),
+        ("keys", "list", "--help"),
+        ("keys", "revoke", "--help"),
+        ("products", "import", "--help"),
+    ]
+    *helps, no_account = await sqlite_cli.run_all(*commands, ("keys", "create"))
+    for result in helps:
+        result.ok()
+        assert "Usage: commerce-api" in result.stdout, result.args
+    top = helps[0].stdout
+    for command in ("serve", "migrate", "accounts", "keys", "products"):
+        assert command in top
+    help_of = {result.args: result.stdout for result in helps}
+    assert "--tier" in help_of[("accounts", "create", "--help")]
+    assert "--account" in help_of[("keys", "create", "--help")]
+    assert "--admin" in help_of[("keys", "create", "--help")]
+    assert "--json" in help_of[("keys", "list", "--help")]
+    assert "KEY_ID" in help_of[("keys", "revoke", "--help")]
+    assert "FILE" in help_of[("products", "import", "--help")]
+    assert "--port" in help_of[("serve", "--help")]
+
+    assert no_account.returncode != 0
+    assert "--account" in no_account.stderr
+    assert no_account.stdout == ""
+    # None of these needed (or created) the database.
+    assert not (sqlite_cli.workdir / "cli.db").exists()

@@ -1,0 +1,229 @@
+"""Migrations: idempotent, at head, matching ``tables.py``, safe to run concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection, make_url
+
+from commerce_api.accounts import service as accounts
+from commerce_api.db import Database
+from commerce_api.migrations import alembic_config
+from commerce_api.tables import metadata
+
+EXPECTED_COLUMNS = {
+    "accounts": {"id", "name", "tier", "created_at"},
+    "api_keys": {
+        "id",
+        "account_id",
+        "role",
+        "prefix",
+        "last4",
+        "key_hash",
+        "created_at",
+        "revoked_at",
+    },
+    "products": {
+        "id",
+        "name",
+        "description",
+        "price_minor",
+        "category",
+        "inventory_count",
+        "created_at",
+        "updated_at",
+        "archived_at",
+    },
+}
+NULLABLE = {
+    "accounts": set[str](),
+    "api_keys": {"account_id", "revoked_at"},
+    "products": {"archived_at"},
+}
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+async def current_version(db: Database) -> list[str]:
+    async with db.read() as conn:
+        result = await conn.execute(text("SELECT version_num FROM alembic_version"))
+        values: list[Any] = list(result.scalars())
+    return [str(value) for value in values]
+
+
+def _describe(sync_conn: Connection) -> dict[str, Any]:
+    inspector = inspect(sync_conn)
+    return {
+        "tables": set(inspector.get_table_names()),
+        "columns": {
+            table: {column["name"]: column for column in inspector.get_columns(table)}
+            for table in EXPECTED_COLUMNS
+        },
+        "indexes": {
+            table: {index["name"] for index in inspector.get_indexes(table)}
+            for table in EXPECTED_COLUMNS
+        },
+    }
+
+
+def _schema_diff(sync_conn: Connection) -> list[Any]:
+    context = MigrationContext.configure(sync_conn, opts={"compare_type": True})
+    return list(compare_metadata(context, metadata))
+
+
+async def test_alembic_version_is_head(db: Database) -> None:
+    assert await current_version(db) == [head_revision()]
+
+
+async def test_migrate_is_idempotent_and_keeps_data(db: Database) -> None:
+    async with db.write() as conn:
+        account_id = await accounts.create_account(conn, "Keeps")
+    await db.migrate()
+    await db.migrate()
+    assert await current_version(db) == [head_revision()]
+    async with db.read() as conn:
+        result = await conn.execute(text("SELECT name FROM accounts"))
+        names: list[Any] = list(result.scalars())
+        found = await conn.scalar(
+            text("SELECT id FROM accounts WHERE id = :id"), {"id": account_id}
+        )
+    assert list(names) == ["Keeps"]
+    assert found == account_id
+
+
+async def test_tables_have_the_expected_columns(db: Database) -> None:
+    async with db.read() as conn:
+        schema = await conn.run_sync(_describe)
+    assert set(EXPECTED_COLUMNS) | {"alembic_version"} <= schema["tables"]
+    for table, columns in EXPECTED_COLUMNS.items():
+        assert set(schema["columns"][table]) == columns, table
+        nullable = {name for name, info in schema["columns"][table].items() if info["nullable"]}
+        assert nullable == NULLABLE[table], table
+    assert "ix_api_keys_account_id" in schema["indexes"]["api_keys"]
+    assert {"ix_products_active_order", "ix_products_active_category_order"} <= schema["indexes"][
+        "products"
+    ]
+
+
+async def test_migrated_schema_matches_the_table_definitions(db: Database) -> None:
+    async with db.read() as conn:
+        diff = await conn.run_sync(_schema_diff)
+    assert diff == []
+
+
+async def test_check_constraints_are_enforced(db: Database) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    with pytest.raises(IntegrityError):
+        async with db.write() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO accounts (id, name, tier, created_at) "
+                    "VALUES ('acct_x', 'x', 'gold', CURRENT_TIMESTAMP)"
+                )
+            )
+    with pytest.raises(IntegrityError):
+        async with db.write() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO api_keys (id, account_id, role, prefix, last4, key_hash,"
+                    " created_at) VALUES ('key_x', NULL, 'client', 'sk_sandbox_', 'abcd',"
+                    " 'h', CURRENT_TIMESTAMP)"
+                )
+            )
+
+
+# --- concurrent migrations on a fresh, empty database --------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """``sqlite:///…`` of a file that does not exist yet, or the session PostgreSQL URL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fresh.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+async def empty_database_url(empty_backend: str) -> AsyncIterator[str]:
+    """An empty (never migrated) database on each backend."""
+    if empty_backend.startswith("sqlite"):
+        yield empty_backend
+        return
+    dsn = make_url(empty_backend).set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"commerce_fresh_{secrets.token_hex(6)}"
+    admin = await asyncpg.connect(dsn, timeout=5)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield make_url(empty_backend).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def _migrate_concurrently(url: str, tasks: int = 3) -> None:
+    databases = [Database(url) for _ in range(tasks)]
+    try:
+        # Let every task finish before disposing of any engine, then report the first failure.
+        results = await asyncio.gather(
+            *(database.migrate() for database in databases), return_exceptions=True
+        )
+    finally:
+        for database in databases:
+            await database.dispose()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _check_migrated(url: str) -> None:
+    database = Database(url)
+    try:
+        assert await current_version(database) == [head_revision()]
+        async with database.read() as conn:
+            schema = await conn.run_sync(_describe)
+            diff = await conn.run_sync(_schema_diff)
+    finally:
+        await database.dispose()
+    for table, columns in EXPECTED_COLUMNS.items():
+        assert set(schema["columns"][table]) == columns
+    assert diff == []
+
+
+async def test_concurrent_migrations_on_an_empty_database(
+    empty_database_url: str, tmp_path: Path
+) -> None:
+    """Three tasks, each with its own Database object, migrate one new database at once.
+
+    The race on SQLite is in opening the file, so try several new files (each attempt takes
+    a few milliseconds); one database suffices on PostgreSQL.
+    """
+    urls = [empty_database_url]
+    if empty_database_url.startswith("sqlite"):
+        urls += [f"sqlite:///{tmp_path / f'fresh-{attempt}.db'}" for attempt in range(29)]
+    for url in urls:
+        await _migrate_concurrently(url)
+        await _check_migrated(url)
+    # And once more, concurrently, on a migrated database.
+    await _migrate_concurrently(empty_database_url)
+    await _check_migrated(empty_database_url)
+
+
+async def test_concurrent_migrations_on_a_migrated_database(database_url: str) -> None:
+    await _migrate_concurrently(database_url)
+    await _check_migrated(database_url)

@@ -1,0 +1,197 @@
+"""SQLite: WAL mode, and BEGIN IMMEDIATE serialising concurrent writers."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, text, update
+
+from commerce_api.db import Database
+from commerce_api.ids import new_id
+from commerce_api.tables import products
+from commerce_api.timestamps import utcnow
+
+WRITERS = 20
+INITIAL = 100
+
+
+@pytest.fixture
+async def sqlite_db(sqlite_database_url: str) -> AsyncIterator[Database]:
+    database = Database(sqlite_database_url)
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+async def _insert_product(db: Database, inventory: int) -> str:
+    product_id = new_id("prod")
+    now = utcnow()
+    async with db.write() as conn:
+        await conn.execute(
+            products.insert().values(
+                id=product_id,
+                name="Widget",
+                description="",
+                price_minor=100,
+                category="tools",
+                inventory_count=inventory,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    return product_id
+
+
+async def _inventory(db: Database, product_id: str) -> int:
+    async with db.read() as conn:
+        value = await conn.scalar(
+            select(products.c.inventory_count).where(products.c.id == product_id)
+        )
+    assert value is not None
+    return int(value)
+
+
+async def test_journal_mode_is_wal(sqlite_db: Database) -> None:
+    async with sqlite_db.read() as conn:
+        assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+        assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
+        assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 30_000
+
+
+async def test_concurrent_read_modify_write_transactions_serialise(sqlite_db: Database) -> None:
+    product_id = await _insert_product(sqlite_db, INITIAL)
+
+    async def take_one() -> None:
+        async with sqlite_db.write() as conn:
+            current = await conn.scalar(
+                select(products.c.inventory_count).where(products.c.id == product_id)
+            )
+            assert current is not None
+            # Give every other writer the chance to run between our read and our write.
+            await asyncio.sleep(0.005)
+            await conn.execute(
+                update(products)
+                .where(products.c.id == product_id)
+                .values(inventory_count=int(current) - 1)
+            )
+
+    results = await asyncio.gather(*(take_one() for _ in range(WRITERS)), return_exceptions=True)
+    errors = [result for result in results if isinstance(result, BaseException)]
+    assert errors == []
+    assert await _inventory(sqlite_db, product_id) == INITIAL - WRITERS
+
+
+async def test_concurrent_writers_from_separate_engines_serialise(
+    sqlite_database_url: str,
+) -> None:
+    """Like two processes: each writer has its own engine (and so its own connections)."""
+    setup = Database(sqlite_database_url)
+    product_id = await _insert_product(setup, INITIAL)
+    await setup.dispose()
+    databases = [Database(sqlite_database_url) for _ in range(4)]
+
+    async def take(db: Database, count: int) -> None:
+        for _ in range(count):
+            async with db.write() as conn:
+                current = await conn.scalar(
+                    select(products.c.inventory_count).where(products.c.id == product_id)
+                )
+                assert current is not None
+                await asyncio.sleep(0)
+                await conn.execute(
+                    update(products)
+                    .where(products.c.id == product_id)
+                    .values(inventory_count=int(current) - 1)
+                )
+
+    try:
+        await asyncio.gather(*(take(db, WRITERS // 4) for db in databases))
+        assert await _inventory(databases[0], product_id) == INITIAL - WRITERS
+    finally:
+        for db in databases:
+            await db.dispose()
+
+
+async def test_failed_write_rolls_back(sqlite_db: Database) -> None:
+    product_id = await _insert_product(sqlite_db, INITIAL)
+
+    async def fail_midway() -> None:
+        async with sqlite_db.write() as conn:
+            await conn.execute(
+                update(products).where(products.c.id == product_id).values(inventory_count=1)
+            )
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await fail_midway()
+    assert await _inventory(sqlite_db, product_id) == INITIAL
+
+
+async def test_reads_do_not_wait_for_an_open_write(sqlite_db: Database) -> None:
+    product_id = await _insert_product(sqlite_db, INITIAL)
+    async with sqlite_db.write() as conn:
+        await conn.execute(
+            update(products).where(products.c.id == product_id).values(inventory_count=1)
+        )
+        # WAL: a reader sees the last committed value at once, without waiting.
+        value = await asyncio.wait_for(_inventory(sqlite_db, product_id), timeout=2)
+        assert value == INITIAL
+    assert await _inventory(sqlite_db, product_id) == 1
+
+
+async def test_write_transactions_take_the_write_lock_at_begin(
+    sqlite_db: Database, sqlite_database_url: str
+) -> None:
+    """BEGIN IMMEDIATE: the write lock is held from the start, before any write statement."""
+    path = sqlite_database_url.removeprefix("sqlite:///")
+    async with sqlite_db.write() as conn:
+        await conn.execute(text("SELECT 1"))
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+        finally:
+            other.close()
+    # Once committed, another writer gets the lock.
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+
+
+async def test_read_transactions_do_not_take_the_write_lock(
+    sqlite_db: Database, sqlite_database_url: str
+) -> None:
+    path = sqlite_database_url.removeprefix("sqlite:///")
+    async with sqlite_db.read() as conn:
+        await conn.execute(select(products.c.id))
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+
+
+async def test_opening_a_new_database_waits_for_a_locked_file(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # as another process does while it sets the file up
+    release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    release.start()
+    db = Database(f"sqlite:///{path}")
+    try:
+        async with db.read() as conn:
+            assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+    finally:
+        release.join()
+        holder.close()
+        await db.dispose()
