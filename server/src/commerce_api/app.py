@@ -15,6 +15,7 @@ from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
 from commerce_api.middleware import RequestContextMiddleware
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
+from commerce_api.orders.routes import router as orders_router
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
@@ -75,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    routers = [catalog_router, health_router, docs_router(TITLE)]
+    routers = [catalog_router, orders_router, health_router, docs_router(TITLE)]
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)

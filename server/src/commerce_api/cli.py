@@ -19,6 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import service as catalog
 from commerce_api.db import Database, UnsupportedDatabaseURL
+from commerce_api.errors import APIError
+from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.timestamps import format_timestamp
 
@@ -252,3 +254,24 @@ def products_import(file: Path) -> None:
         raise click.ClickException(f"{file}: {str(exc).rstrip('.')}; nothing was imported") from exc
     _note(f"Imported {result.created + result.updated} products.")
     click.echo(f"created={result.created} updated={result.updated}")
+
+
+@main.group()
+def orders() -> None:
+    """Orders."""
+
+
+@orders.command("fulfill")
+@click.argument("order_id")
+def orders_fulfill(order_id: str) -> None:
+    """Mark a pending order fulfilled (sends order.fulfilled); prints its id."""
+    settings = _settings()
+
+    async def fulfill(conn: AsyncConnection) -> dict[str, object]:
+        return await orders_service.fulfill_order(conn, None, order_id, settings.environment)
+
+    try:
+        order = _in_transaction(fulfill)
+    except APIError as exc:
+        raise click.ClickException(exc.message) from exc
+    click.echo(order["id"])

@@ -180,6 +180,17 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(index.allowed(request.url.path)) if index is not None else ""
 
 
+async def render_exception(request: Request, exc: Exception) -> Response | None:
+    """The contract's response for an exception we know, or None for an unexpected one."""
+    if isinstance(exc, APIError):
+        return error_response(exc)
+    if isinstance(exc, RequestValidationError):
+        return await _validation_handler(request, exc)
+    if isinstance(exc, StarletteHTTPException):
+        return await _http_exception_handler(request, exc)
+    return None
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(APIError, _api_error_handler)
     app.add_exception_handler(RequestValidationError, _validation_handler)

@@ -15,6 +15,8 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from starlette.responses import HTMLResponse, Response
 
+from commerce_api import idempotency
+
 OPENAPI_URL = "/v1/openapi.json"
 DOCS_URL = "/docs"
 ASSETS_URL = "/docs/assets"
@@ -34,6 +36,27 @@ parameter. Money is a JSON number with at most two decimals; timestamps are ISO 
 """
 
 
+_IDEMPOTENCY_PARAMETER = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Makes a retry safe: the same key with the same request replays the first "
+    "response; with a different request it is a 422. Scoped to your account, kept 24 hours.",
+    "schema": {"type": "string", "pattern": f"^{idempotency.KEY_PATTERN.pattern}$"},
+}
+_REPLAYED_HEADER = {
+    "description": "`true` when this response is the replay of an earlier request with the "
+    "same `Idempotency-Key`.",
+    "schema": {"type": "string", "enum": ["true"]},
+}
+
+
+_IDEMPOTENCY_CONFLICT = {
+    "description": "`Idempotency-Key` reused with a different request.",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+}
+
+
 def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, Any]:
     components = schema.setdefault("components", {})
     components.setdefault("securitySchemes", {})[BEARER] = {
@@ -45,13 +68,23 @@ def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, 
     for name in ("HTTPValidationError", "ValidationError"):
         components.get("schemas", {}).pop(name, None)
     for path, operations in schema.get("paths", {}).items():
-        for operation in operations.values():
+        for method, operation in operations.items():
             responses: dict[str, Any] = operation.setdefault("responses", {})
+            # FastAPI documents a 422 validation body; ours are 400s. A 422 exists only for
+            # an Idempotency-Key reused with a different request.
             responses.pop("422", None)
-            if path not in public_paths:
+            authenticated = path not in public_paths
+            if authenticated:
                 operation["security"] = [{BEARER: []}]
+            idempotent = method == "post" and authenticated
+            if idempotent:
+                operation.setdefault("parameters", []).append(_IDEMPOTENCY_PARAMETER)
+                responses["422"] = _IDEMPOTENCY_CONFLICT
             for response in responses.values():
-                response.setdefault("headers", {})["X-Request-Id"] = _REQUEST_ID_HEADER
+                headers = response.setdefault("headers", {})
+                headers["X-Request-Id"] = _REQUEST_ID_HEADER
+                if idempotent:
+                    headers["Idempotent-Replayed"] = _REPLAYED_HEADER
     return schema
 
 

@@ -12,8 +12,9 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from commerce_api.dependencies import admin_principal, current_principal
-from commerce_api.errors import invalid_request
+from commerce_api import idempotency
+from commerce_api.dependencies import admin_principal, current_principal, get_services
+from commerce_api.errors import invalid_request, render_exception
 from commerce_api.schemas import ErrorResponse
 
 JSON = "application/json"
@@ -41,6 +42,7 @@ class StrictRoute(APIRoute):
         takes_body = _takes_body(self.dependant)
         needs_key = _depends_on(self.dependant, current_principal)
         needs_admin = _depends_on(self.dependant, admin_principal)
+        idempotent = "POST" in (self.methods or ()) and needs_key
 
         async def strict_handler(request: Request) -> Response:
             # Authenticate before anything else is checked, so that a request without a valid
@@ -58,9 +60,39 @@ class StrictRoute(APIRoute):
                     "Content-Type",
                     status=415,
                 )
+            if idempotent and (key := idempotency.read_key(request)) is not None:
+                return await _idempotently(handler, request, key)
             return await handler(request)
 
         return strict_handler
+
+
+async def _idempotently(
+    handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
+) -> Response:
+    """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.idempotency``)."""
+    db = get_services(request).db
+    principal = await current_principal(request)
+    print_ = idempotency.fingerprint(
+        request.method, request.url.path, request.url.query, await request.body()
+    )
+    claim = await idempotency.claim(db, principal.scope, key, print_)
+    if isinstance(claim, Response):
+        return claim
+    request.state.idempotency = claim
+    try:
+        response = await handler(request)
+    except Exception as exc:
+        rendered = await render_exception(request, exc)
+        if rendered is None or rendered.status_code >= 500:
+            await idempotency.release(db, claim)
+            raise
+        response = rendered
+    if response.status_code >= 500:
+        await idempotency.release(db, claim)
+    elif not claim.recorded:
+        await idempotency.record_separately(db, claim, response)
+    return response
 
 
 def _query_param_names(dependant: Dependant) -> list[str]:
@@ -99,7 +131,6 @@ _ERROR_DESCRIPTIONS = {
     409: "Conflict with the current state.",
     413: "Request body larger than 1 MiB.",
     415: "Request body is not `application/json`.",
-    422: "`Idempotency-Key` reused with a different request.",
     429: "Rate limit exceeded; see `Retry-After`.",
     500: "Unexpected server error; `details` carries the request id.",
 }

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     CheckConstraint,
     Column,
@@ -18,7 +19,9 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -124,4 +127,73 @@ products = Table(
         sqlite_where=text("archived_at IS NULL"),
         postgresql_where=text("archived_at IS NULL"),
     ),
+)
+
+orders = Table(
+    "orders",
+    metadata,
+    Column("id", SortableId, primary_key=True),
+    Column("account_id", String(64), ForeignKey("accounts.id"), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("customer_id", String(255), nullable=False),
+    Column("shipping_address", JSON, nullable=False),
+    Column("total_minor", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("fulfilled_at", UTCDateTime, nullable=True),
+    Column("canceled_at", UTCDateTime, nullable=True),
+    CheckConstraint("status IN ('pending', 'fulfilled', 'canceled')", name="status"),
+    CheckConstraint("total_minor >= 0", name="total_not_negative"),
+    # The list queries: an account's orders, optionally by status or customer, in order.
+    Index("ix_orders_account_order", "account_id", "created_at", "id"),
+    Index("ix_orders_account_status_order", "account_id", "status", "created_at", "id"),
+    Index("ix_orders_account_customer_order", "account_id", "customer_id", "created_at", "id"),
+    Index("ix_orders_created_order", "created_at", "id"),
+)
+
+order_items = Table(
+    "order_items",
+    metadata,
+    Column("order_id", String(64), ForeignKey("orders.id"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("product_id", String(64), ForeignKey("products.id"), nullable=False),
+    # Copied from the catalogue when the order is placed: later edits don't change the order.
+    Column("name", String(200), nullable=False),
+    Column("quantity", Integer, nullable=False),
+    Column("unit_price_minor", BigInteger, nullable=False),
+    PrimaryKeyConstraint("order_id", "position"),
+    CheckConstraint("quantity > 0", name="quantity_positive"),
+    Index("ix_order_items_product_id", "product_id"),
+)
+
+# The webhook outbox: one row per event, written in the transaction of the change it reports.
+events = Table(
+    "events",
+    metadata,
+    Column("id", SortableId, primary_key=True),
+    Column("account_id", String(64), ForeignKey("accounts.id"), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("data", JSON, nullable=False),
+    Index("ix_events_account_order", "account_id", "created_at", "id"),
+    Index("ix_events_created_at", "created_at"),
+)
+
+# Idempotency-Key records, shared by every process through the database.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("scope", String(64), nullable=False),  # the account (or an operator key's id)
+    Column("key", String(255), nullable=False),
+    Column("fingerprint", String(64), nullable=False),  # SHA-256 of method, path and body
+    Column("state", String(20), nullable=False),
+    Column("locked_at", UTCDateTime, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("response_status", Integer, nullable=True),
+    Column("response_headers", JSON, nullable=True),
+    Column("response_body", LargeBinary, nullable=True),
+    PrimaryKeyConstraint("scope", "key"),
+    CheckConstraint("state IN ('in_flight', 'done')", name="state"),
+    Index("ix_idempotency_keys_created_at", "created_at"),
 )

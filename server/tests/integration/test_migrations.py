@@ -12,14 +12,13 @@ import asyncpg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, make_url
 
 from commerce_api.accounts import service as accounts
 from commerce_api.db import Database
-from commerce_api.migrations import alembic_config
 from commerce_api.tables import metadata
+from tests.helpers import head_revision
 
 EXPECTED_COLUMNS = {
     "accounts": {"id", "name", "tier", "created_at"},
@@ -50,12 +49,6 @@ NULLABLE = {
     "api_keys": {"account_id", "revoked_at"},
     "products": {"archived_at"},
 }
-
-
-def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None
-    return head
 
 
 async def current_version(db: Database) -> list[str]:

@@ -41,6 +41,11 @@ class Principal:
     def is_admin(self) -> bool:
         return self.role == "admin"
 
+    @property
+    def scope(self) -> str:
+        """What idempotency keys are scoped to: the account, or an operator key itself."""
+        return self.account_id or self.key_id
+
 
 @dataclass(frozen=True, slots=True)
 class CreatedKey:

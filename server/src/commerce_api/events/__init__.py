@@ -1,0 +1,1 @@
+"""Events (``order.created``…): the outbox the webhook dispatcher delivers from."""

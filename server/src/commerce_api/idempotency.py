@@ -1,0 +1,218 @@
+"""``Idempotency-Key`` for POST requests, held in the database so it works across processes.
+
+1. *Claim*: a short transaction inserts ``(scope, key, fingerprint, in_flight)``. If the row
+   exists: a different request (fingerprint) → 422; a finished one → its stored response is
+   replayed with ``Idempotent-Replayed: true``; one still in flight → 409.
+2. *Record*: the route stores its response in the same transaction as the change it made
+   (:func:`record`), so "order committed" and "response recorded" cannot come apart. Responses
+   that changed nothing (errors) are recorded afterwards, in a transaction of their own.
+3. A 5xx or a crash leaves no change behind (the route's transaction rolled back), so the claim
+   is released, or — after a crash — taken over once its lease has expired.
+
+Keys are scoped to the account and kept 24 hours; :func:`prune` deletes older ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy import and_, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+from starlette.requests import Request
+from starlette.responses import Response
+
+from commerce_api.db import Database
+from commerce_api.errors import APIError, invalid_request
+from commerce_api.tables import idempotency_keys as keys
+from commerce_api.timestamps import utcnow
+
+HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+MAX_KEY_LENGTH = 255
+RETENTION = timedelta(hours=24)
+# A claim older than this with no recorded response belongs to a request that died; its
+# transaction rolled back, so it is safe to take over. Far above any request's duration.
+LEASE = timedelta(seconds=60)
+KEY_PATTERN = re.compile(f"[\\x20-\\x7e]{{1,{MAX_KEY_LENGTH}}}")
+_KEPT_HEADERS = ("content-type", "location")
+
+
+@dataclass(slots=True)
+class Claim:
+    scope: str
+    key: str
+    locked_at: datetime
+    recorded: bool = False
+
+
+def read_key(request: Request) -> str | None:
+    """The request's idempotency key, validated; None when absent."""
+    key = request.headers.get(HEADER)
+    if key is None:
+        return None
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        raise invalid_request(
+            f"`{HEADER}` must be 1 to {MAX_KEY_LENGTH} printable characters, such as a UUID.",
+            HEADER,
+        )
+    return key
+
+
+def fingerprint(method: str, path: str, query: str, body: bytes) -> str:
+    """What makes two requests "the same": method, path, query and body (JSON key order and
+    whitespace do not count)."""
+    try:
+        canonical = orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS) if body else b""
+    except orjson.JSONDecodeError:
+        canonical = body
+    digest = hashlib.sha256()
+    for part in (method.encode(), path.encode(), query.encode(), canonical):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def _insert(conn: AsyncConnection) -> Any:
+    return postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
+
+
+async def claim(db: Database, scope: str, key: str, print_: str) -> Claim | Response:
+    """Claim the key for this request, or answer from what is stored (see the module doc)."""
+    now = utcnow()
+    async with db.write() as conn:
+        inserted = await conn.execute(
+            _insert(conn)(keys)
+            .values(
+                scope=scope,
+                key=key,
+                fingerprint=print_,
+                state="in_flight",
+                locked_at=now,
+                created_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["scope", "key"])
+            .returning(keys.c.key)
+        )
+        if inserted.first() is not None:
+            return Claim(scope, key, now)
+
+        row = (
+            await conn.execute(select(keys).where(keys.c.scope == scope, keys.c.key == key))
+        ).one()
+        expired = row.created_at < now - RETENTION
+        if not expired and row.fingerprint != print_:
+            raise APIError(
+                422,
+                "invalid_request",
+                f"This `{HEADER}` was already used with a different request. Use a new key "
+                "for a new request.",
+                HEADER,
+            )
+        abandoned = row.state == "in_flight" and row.locked_at < now - LEASE
+        if expired or abandoned:
+            if not await _take_over(conn, row, print_, now, reset=expired):
+                raise _in_flight()
+            return Claim(scope, key, now)
+    if row.state == "in_flight":
+        raise _in_flight()
+    headers = dict(row.response_headers or {})
+    headers[REPLAYED_HEADER] = "true"
+    return Response(row.response_body, status_code=row.response_status, headers=headers)
+
+
+async def _take_over(
+    conn: AsyncConnection, row: Any, print_: str, now: datetime, *, reset: bool
+) -> bool:
+    """Claim an expired key (a fresh start) or an abandoned claim; False if another request
+    got there first."""
+    result = await conn.execute(
+        update(keys)
+        .where(
+            keys.c.scope == row.scope,
+            keys.c.key == row.key,
+            keys.c.locked_at == row.locked_at,
+            keys.c.created_at == row.created_at,
+        )
+        .values(
+            fingerprint=print_,
+            state="in_flight",
+            locked_at=now,
+            created_at=now if reset else row.created_at,
+            response_status=None,
+            response_headers=None,
+            response_body=None,
+        )
+        .returning(keys.c.key)
+    )
+    return result.first() is not None
+
+
+def _in_flight() -> APIError:
+    return APIError(
+        409,
+        "invalid_request",
+        f"A request with this `{HEADER}` is still being processed. Retry in a moment.",
+        HEADER,
+    )
+
+
+def _stored_values(response: Response) -> dict[str, Any]:
+    return {
+        "state": "done",
+        "response_status": response.status_code,
+        "response_headers": {
+            name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers
+        },
+        "response_body": bytes(response.body),
+    }
+
+
+def _owned(claim_: Claim) -> Any:
+    return and_(
+        keys.c.scope == claim_.scope,
+        keys.c.key == claim_.key,
+        keys.c.state == "in_flight",
+        keys.c.locked_at == claim_.locked_at,
+    )
+
+
+async def record(conn: AsyncConnection, request: Request, response: Response) -> None:
+    """Store ``response`` for the request's key, inside the caller's transaction.
+
+    No-op for requests without a key. Raises (rolling the caller back) if the claim was lost.
+    """
+    claim_ = request.scope.get("state", {}).get("idempotency")
+    if not isinstance(claim_, Claim):
+        return
+    result = await conn.execute(
+        update(keys).where(_owned(claim_)).values(**_stored_values(response)).returning(keys.c.key)
+    )
+    if result.first() is None:
+        raise _in_flight()
+    claim_.recorded = True
+
+
+async def record_separately(db: Database, claim_: Claim, response: Response) -> None:
+    async with db.write() as conn:
+        await conn.execute(update(keys).where(_owned(claim_)).values(**_stored_values(response)))
+    claim_.recorded = True
+
+
+async def release(db: Database, claim_: Claim) -> None:
+    """Forget a claim whose request failed without changing anything (a 5xx)."""
+    async with db.write() as conn:
+        await conn.execute(delete(keys).where(_owned(claim_)))
+
+
+async def prune(db: Database) -> int:
+    """Delete keys older than the retention period; returns how many."""
+    async with db.write() as conn:
+        result = await conn.execute(delete(keys).where(keys.c.created_at < utcnow() - RETENTION))
+    return result.rowcount or 0

@@ -1,0 +1,1 @@
+"""Orders: placing them with atomic stock reservation, reading, cancelling, fulfilling."""

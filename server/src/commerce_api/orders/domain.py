@@ -1,0 +1,67 @@
+"""Order rules as plain Python: the lifecycle and the money. No web, no database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class OrderStatus(StrEnum):
+    PENDING = "pending"
+    FULFILLED = "fulfilled"
+    CANCELED = "canceled"
+
+
+class OrderAction(StrEnum):
+    FULFILL = "fulfill"
+    CANCEL = "cancel"
+
+
+# pending → fulfilled, pending → canceled; nothing else.
+_TRANSITIONS: dict[tuple[OrderStatus, OrderAction], OrderStatus] = {
+    (OrderStatus.PENDING, OrderAction.FULFILL): OrderStatus.FULFILLED,
+    (OrderStatus.PENDING, OrderAction.CANCEL): OrderStatus.CANCELED,
+}
+
+EVENT_FOR_STATUS = {
+    OrderStatus.PENDING: "order.created",
+    OrderStatus.FULFILLED: "order.fulfilled",
+    OrderStatus.CANCELED: "order.canceled",
+}
+
+
+_PAST_TENSE = {OrderAction.FULFILL: "fulfilled", OrderAction.CANCEL: "canceled"}
+
+
+class IllegalTransition(Exception):
+    def __init__(self, status: OrderStatus, action: OrderAction) -> None:
+        self.status = status
+        self.action = action
+        super().__init__(
+            f"The order is {status.value}; only pending orders can be {_PAST_TENSE[action]}."
+        )
+
+
+def next_status(status: OrderStatus, action: OrderAction) -> OrderStatus:
+    """The status after ``action``, or :class:`IllegalTransition`."""
+    try:
+        return _TRANSITIONS[(status, action)]
+    except KeyError:
+        raise IllegalTransition(status, action) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    product_id: str
+    name: str
+    quantity: int
+    unit_price_minor: int
+
+    @property
+    def amount_minor(self) -> int:
+        return self.quantity * self.unit_price_minor
+
+
+def total_minor(lines: Iterable[Line]) -> int:
+    return sum(line.amount_minor for line in lines)

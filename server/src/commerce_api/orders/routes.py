@@ -1,0 +1,123 @@
+"""Order endpoints: ``/v1/orders``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from commerce_api import idempotency
+from commerce_api.catalog.routes import MAX_OFFSET
+from commerce_api.catalog.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from commerce_api.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.orders import service
+from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
+from commerce_api.routing import StrictRoute, error_responses, json_response
+from commerce_api.schemas import SingleLine
+
+router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
+
+
+@router.post(
+    "",
+    response_model=Order,
+    status_code=201,
+    responses=error_responses(401, 403, 409, 413, 415),
+    summary="Create an order",
+)
+async def create_order(
+    body: OrderCreate, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """Place an order for a customer. Stock is reserved atomically with the order: not enough
+    stock is a 409 and nothing is written. Prices are copied from the catalogue.
+
+    Send an `Idempotency-Key` to retry safely: the same key and request replay the first
+    response (with `Idempotent-Replayed: true`)."""
+    async with services.db.write() as conn:
+        order = await service.create_order(conn, principal, body, services.settings.currency)
+        response = json_response(order, 201, {"Location": f"/v1/orders/{order['id']}"})
+        await idempotency.record(conn, request, response)
+    return response
+
+
+@router.get(
+    "",
+    response_model=OrderList,
+    responses=error_responses(401),
+    summary="List orders",
+)
+async def list_orders(
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    limit: Annotated[
+        int, Query(ge=1, description="Page size; values above 100 are clamped to 100.")
+    ] = DEFAULT_PAGE_SIZE,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to skip.")] = 0,
+    status: Annotated[OrderStatusName | None, Query(description="Only this status.")] = None,
+    customer_id: Annotated[
+        str | None,
+        Query(min_length=1, max_length=255, description="Only this customer's orders."),
+        SingleLine,
+    ] = None,
+) -> Response:
+    """Your account's orders (every account's with an admin key), oldest first."""
+    async with services.db.read() as conn:
+        page = await service.list_orders(
+            conn,
+            principal,
+            status=status,
+            customer_id=customer_id,
+            limit=min(limit, MAX_PAGE_SIZE),
+            offset=offset,
+        )
+    return json_response(page)
+
+
+@router.get(
+    "/{id}",
+    response_model=Order,
+    responses=error_responses(401),
+    summary="Retrieve an order",
+)
+async def get_order(id: str, services: ServicesDep, principal: CurrentPrincipal) -> Response:
+    """One of your orders. Another account's order is a 404."""
+    async with services.db.read() as conn:
+        order = await service.get_order(conn, principal, id)
+    return json_response(order)
+
+
+@router.post(
+    "/{id}/cancel",
+    response_model=Order,
+    responses=error_responses(401, 409),
+    summary="Cancel an order",
+)
+async def cancel_order(
+    id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """Cancel a pending order; its stock goes back to the catalogue. Any other status is a
+    409."""
+    async with services.db.write() as conn:
+        order = await service.cancel_order(conn, principal, id)
+        response = json_response(order)
+        await idempotency.record(conn, request, response)
+    return response
+
+
+@router.post(
+    "/{id}/fulfill",
+    response_model=Order,
+    responses=error_responses(401, 403, 409),
+    summary="Fulfil an order",
+)
+async def fulfill_order(
+    id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """Mark a pending order fulfilled. Needs an admin key; on a sandbox instance the owning
+    client may too (to exercise its webhook handler)."""
+    async with services.db.write() as conn:
+        order = await service.fulfill_order(conn, principal, id, services.settings.environment)
+        response = json_response(order)
+        await idempotency.record(conn, request, response)
+    return response

@@ -1,0 +1,250 @@
+"""Order use cases. Each runs inside the caller's write transaction: the order, its stock
+change and its event commit together or not at all."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.accounts.service import Principal
+from commerce_api.errors import APIError, forbidden, invalid_request, not_found
+from commerce_api.events.service import record_event
+from commerce_api.ids import looks_like, new_id
+from commerce_api.money import to_major
+from commerce_api.orders import repository
+from commerce_api.orders.domain import (
+    EVENT_FOR_STATUS,
+    IllegalTransition,
+    Line,
+    OrderAction,
+    OrderStatus,
+    next_status,
+    total_minor,
+)
+from commerce_api.orders.schemas import OrderCreate
+from commerce_api.settings import Environment
+from commerce_api.timestamps import format_timestamp, utcnow
+
+_STAMP_FOR_STATUS = {OrderStatus.FULFILLED: "fulfilled_at", OrderStatus.CANCELED: "canceled_at"}
+
+
+def _timestamp(value: Any) -> str | None:
+    return None if value is None else format_timestamp(value)
+
+
+def render_order(order: Any, lines: list[Any]) -> dict[str, Any]:
+    """The order record of the API (and of the events' ``data``)."""
+    return {
+        "id": order.id,
+        "status": order.status,
+        "customer_id": order.customer_id,
+        "items": [
+            {
+                "product_id": line.product_id,
+                "name": line.name,
+                "quantity": line.quantity,
+                "unit_price": to_major(line.unit_price_minor),
+            }
+            for line in lines
+        ],
+        "shipping_address": order.shipping_address,
+        "total": to_major(order.total_minor),
+        "currency": order.currency,
+        "created_at": format_timestamp(order.created_at),
+        "updated_at": format_timestamp(order.updated_at),
+        "fulfilled_at": _timestamp(order.fulfilled_at),
+        "canceled_at": _timestamp(order.canceled_at),
+    }
+
+
+def _order_not_found(order_id: str) -> APIError:
+    return not_found(f"No order with id `{order_id}`.", "id")
+
+
+async def _load(conn: AsyncConnection, principal: Principal | None, order_id: str) -> Any:
+    """The order if this caller may see it (``None`` = the operator's CLI), else 404."""
+    order = await repository.get_order(conn, order_id) if looks_like("ord", order_id) else None
+    visible = order is not None and (
+        principal is None or principal.is_admin or order.account_id == principal.account_id
+    )
+    if not visible:
+        raise _order_not_found(order_id)
+    return order
+
+
+async def _rendered(conn: AsyncConnection, order_id: str) -> dict[str, Any]:
+    order = await repository.get_order(conn, order_id)
+    return render_order(order, await repository.lines_of(conn, [order_id]))
+
+
+async def create_order(
+    conn: AsyncConnection, principal: Principal, data: OrderCreate, currency: str
+) -> dict[str, Any]:
+    """Reserve stock for every line, then write the order and its ``order.created`` event."""
+    if principal.account_id is None:
+        raise forbidden("Orders are placed with a client key, for its account.")
+    positions = {item.product_id: index for index, item in enumerate(data.items)}
+    if len(positions) != len(data.items):
+        duplicate = next(
+            index for index, item in enumerate(data.items) if positions[item.product_id] != index
+        )
+        raise invalid_request(
+            f"Product `{data.items[duplicate].product_id}` appears twice; use one line with "
+            "the total quantity.",
+            f"items[{duplicate}].product_id",
+        )
+
+    lines: dict[int, Line] = {}
+    # A fixed order (by product id) for taking row locks, so concurrent orders on PostgreSQL
+    # never wait on each other in a cycle.
+    for product_id in sorted(positions):
+        index = positions[product_id]
+        quantity = data.items[index].quantity
+        reserved = await repository.reserve_stock(conn, product_id, quantity)
+        if reserved is None:
+            raise await _cannot_reserve(conn, index, product_id, quantity)
+        lines[index] = Line(product_id, reserved.name, quantity, reserved.price_minor)
+
+    now = utcnow()
+    order_id = new_id("ord")
+    ordered_lines = [lines[index] for index in range(len(data.items))]
+    await repository.insert_order(
+        conn,
+        {
+            "id": order_id,
+            "account_id": principal.account_id,
+            "status": OrderStatus.PENDING.value,
+            "customer_id": data.customer_id,
+            "shipping_address": data.shipping_address.model_dump(exclude_none=True),
+            "total_minor": total_minor(ordered_lines),
+            "currency": currency,
+            "created_at": now,
+            "updated_at": now,
+        },
+        [
+            {
+                "order_id": order_id,
+                "position": position,
+                "product_id": line.product_id,
+                "name": line.name,
+                "quantity": line.quantity,
+                "unit_price_minor": line.unit_price_minor,
+            }
+            for position, line in enumerate(ordered_lines)
+        ],
+    )
+    order = await _rendered(conn, order_id)
+    await record_event(
+        conn,
+        account_id=principal.account_id,
+        type=EVENT_FOR_STATUS[OrderStatus.PENDING],
+        data=order,
+    )
+    return order
+
+
+async def _cannot_reserve(
+    conn: AsyncConnection, index: int, product_id: str, quantity: int
+) -> APIError:
+    available = await repository.available_stock(conn, product_id)
+    if available is None:
+        return not_found(f"No product with id `{product_id}`.", f"items[{index}].product_id")
+    return APIError(
+        409,
+        "invalid_request",
+        f"Not enough stock for `{product_id}`: {quantity} requested, {available} available.",
+        f"items[{index}].quantity",
+    )
+
+
+async def get_order(conn: AsyncConnection, principal: Principal, order_id: str) -> dict[str, Any]:
+    order = await _load(conn, principal, order_id)
+    return render_order(order, await repository.lines_of(conn, [order_id]))
+
+
+async def list_orders(
+    conn: AsyncConnection,
+    principal: Principal,
+    *,
+    status: str | None,
+    customer_id: str | None,
+    limit: int,
+    offset: int,
+) -> dict[str, Any]:
+    """The caller's orders (every account's for an admin key), oldest first."""
+    account_id = None if principal.is_admin else principal.account_id
+    total = await repository.count_orders(conn, account_id, status, customer_id)
+    rows = (
+        await repository.page_orders(conn, account_id, status, customer_id, limit, offset)
+        if offset < total
+        else []
+    )
+    lines_by_order: dict[str, list[Any]] = defaultdict(list)
+    for line in await repository.lines_of(conn, [row.id for row in rows]):
+        lines_by_order[line.order_id].append(line)
+    return {
+        "data": [render_order(row, lines_by_order[row.id]) for row in rows],
+        "pagination": {
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "has_more": offset + len(rows) < total,
+        },
+    }
+
+
+async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) -> dict[str, Any]:
+    try:
+        target = next_status(OrderStatus(order.status), action)
+    except IllegalTransition as exc:
+        raise APIError(409, "invalid_request", str(exc), "status") from None
+    now = utcnow()
+    moved = await repository.change_status(
+        conn,
+        order.id,
+        from_status=order.status,
+        to_status=target.value,
+        at=now,
+        stamp=_STAMP_FOR_STATUS[target],
+    )
+    if not moved:  # another request changed it first; report what it is now
+        current = await repository.get_order(conn, order.id)
+        assert current is not None  # orders are never deleted
+        raise APIError(
+            409,
+            "invalid_request",
+            str(IllegalTransition(OrderStatus(current.status), action)),
+            "status",
+        )
+    if target is OrderStatus.CANCELED:
+        lines = await repository.lines_of(conn, [order.id])
+        for line in sorted(lines, key=lambda line: line.product_id):  # lock order, as above
+            await repository.release_stock(conn, line.product_id, line.quantity)
+    rendered = await _rendered(conn, order.id)
+    await record_event(
+        conn, account_id=order.account_id, type=EVENT_FOR_STATUS[target], data=rendered
+    )
+    return rendered
+
+
+async def cancel_order(
+    conn: AsyncConnection, principal: Principal, order_id: str
+) -> dict[str, Any]:
+    """Cancel a pending order and give its stock back."""
+    return await _transition(conn, await _load(conn, principal, order_id), OrderAction.CANCEL)
+
+
+async def fulfill_order(
+    conn: AsyncConnection,
+    principal: Principal | None,
+    order_id: str,
+    environment: Environment,
+) -> dict[str, Any]:
+    """Mark a pending order fulfilled: an admin key or the CLI (``principal=None``); in the
+    sandbox the owning client too, so it can exercise its webhook handler."""
+    order = await _load(conn, principal, order_id)
+    if principal is not None and not principal.is_admin and environment != "sandbox":
+        raise forbidden("Fulfilling an order needs an admin key.")
+    return await _transition(conn, order, OrderAction.FULFILL)
