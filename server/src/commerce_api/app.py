@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 from starlette.responses import Response
 
-from commerce_api import __version__
+from commerce_api import __version__, idempotency
 from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
@@ -21,6 +24,7 @@ from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
 
 TITLE = "Commerce API"
+logger = logging.getLogger("commerce_api")
 
 health_router = APIRouter(tags=["Health"], route_class=StrictRoute)
 
@@ -48,6 +52,19 @@ async def readyz(services: ServicesDep) -> Response:
     return json_response({"status": "ok"})
 
 
+HOUSEKEEPING_INTERVAL_SECONDS = 600
+
+
+async def _housekeeping(db: Database) -> None:
+    """Periodic clean-up. Every process may run it; each step is safe to run concurrently."""
+    while True:
+        try:
+            await idempotency.prune(db)
+        except Exception:
+            logger.exception("housekeeping failed; will retry")
+        await asyncio.sleep(HOUSEKEEPING_INTERVAL_SECONDS)
+
+
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 
@@ -58,9 +75,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         app.state.services = Services(settings=settings, db=db)
+        housekeeping = asyncio.create_task(_housekeeping(db), name="housekeeping")
         try:
             yield
         finally:
+            housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await housekeeping
             await db.dispose()
 
     app = FastAPI(
