@@ -16,9 +16,12 @@ from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
-from commerce_api.middleware import RequestContextMiddleware
+from commerce_api.middleware import ErrorGuardMiddleware, RequestIdMiddleware
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.orders.routes import router as orders_router
+from commerce_api.ratelimit.limiter import RateLimiter
+from commerce_api.ratelimit.middleware import RateLimitMiddleware
+from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
@@ -52,6 +55,13 @@ async def readyz(services: ServicesDep) -> Response:
     return json_response({"status": "ok"})
 
 
+def rate_limit_store(settings: Settings) -> RateLimitStore:
+    """Redis when configured (several processes), else counters in this process."""
+    if settings.redis_url:
+        return RedisStore(settings.redis_url, settings.redis_key_prefix)
+    return MemoryStore()
+
+
 HOUSEKEEPING_INTERVAL_SECONDS = 600
 
 
@@ -74,7 +84,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
-        app.state.services = Services(settings=settings, db=db)
+        limiter = RateLimiter(settings, rate_limit_store(settings))
+        app.state.services = Services(settings=settings, db=db, rate_limiter=limiter)
         housekeeping = asyncio.create_task(_housekeeping(db), name="housekeeping")
         try:
             yield
@@ -82,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await housekeeping
+            await limiter.close()
             await db.dispose()
 
     app = FastAPI(
@@ -96,7 +108,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=lambda route: route.name,
     )
     install_error_handlers(app)
-    app.add_middleware(RequestContextMiddleware)
+    # Outermost last: request id → rate limit → error guard → routes (see middleware.py).
+    app.add_middleware(ErrorGuardMiddleware)
+    app.add_middleware(RateLimitMiddleware)
+    app.add_middleware(RequestIdMiddleware)
     routers = [catalog_router, orders_router, health_router, docs_router(TITLE)]
     for router in routers:
         app.include_router(router)

@@ -87,6 +87,11 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
     import uvicorn
 
     settings = _settings()
+    if workers > 1 and not settings.redis_url:
+        raise click.UsageError(
+            f"--workers {workers} needs COMMERCE_REDIS_URL: without Redis each worker would "
+            f"count requests on its own and clients would get {workers}x their quota."
+        )
 
     async def prepare(db: Database) -> tuple[int, str] | None:
         if not demo:

@@ -9,7 +9,8 @@ from fastapi import Depends, Request
 
 from commerce_api.accounts.service import Principal, authenticate, bearer_token
 from commerce_api.db import Database
-from commerce_api.errors import forbidden
+from commerce_api.errors import APIError, forbidden
+from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.settings import Settings
 
 
@@ -19,6 +20,7 @@ class Services:
 
     settings: Settings
     db: Database
+    rate_limiter: RateLimiter
 
 
 def get_services(request: Request) -> Services:
@@ -27,17 +29,35 @@ def get_services(request: Request) -> Services:
 
 
 async def current_principal(request: Request) -> Principal:
-    """The authenticated caller; 401 without a valid key. Memoised per request."""
+    """The authenticated caller; 401 without a valid key. Memoised per request, failures too."""
     state = request.scope.setdefault("state", {})
     cached = state.get("principal")
     if isinstance(cached, Principal):
         return cached
-    token = bearer_token(request.headers.get("authorization"))
+    if isinstance(failure := state.get("auth_error"), APIError):
+        raise failure
     services = get_services(request)
-    async with services.db.read() as conn:
-        principal = await authenticate(conn, token, services.settings.environment)
+    try:
+        token = bearer_token(request.headers.get("authorization"))
+        async with services.db.read() as conn:
+            principal = await authenticate(conn, token, services.settings.environment)
+    except APIError as exc:
+        state["auth_error"] = exc
+        raise
     state["principal"] = principal
     return principal
+
+
+async def optional_principal(request: Request) -> Principal | None:
+    """The caller if its key is valid, else None (for middleware that must not refuse).
+
+    Any failure counts as "no valid key" here; the route, if it needs a key, meets the same
+    failure again and answers it properly (a 401, or a 500 for a broken database).
+    """
+    try:
+        return await current_principal(request)
+    except Exception:
+        return None
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

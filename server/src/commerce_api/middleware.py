@@ -1,7 +1,12 @@
-"""The outermost ASGI layer: request ids, the body-size limit, and the last-resort 500.
+"""ASGI layers around the app, outermost first:
 
-Written as plain ASGI rather than ``BaseHTTPMiddleware``: it adds no task or stream per request
-and sees every response, including the ones Starlette's own middleware produce.
+1. :class:`RequestIdMiddleware` gives each request an id and puts it on every response.
+2. ``ratelimit.middleware.RateLimitMiddleware`` counts the request and adds the
+   ``X-RateLimit-*`` headers (or answers 429).
+3. :class:`ErrorGuardMiddleware` enforces the body-size limit and turns anything unexpected
+   into the contract's 500 — inside the two above, so that a 500 carries their headers too.
+
+Written as plain ASGI rather than ``BaseHTTPMiddleware``: no task or stream per request.
 """
 
 from __future__ import annotations
@@ -15,14 +20,29 @@ from commerce_api.ids import new_id
 
 logger = logging.getLogger("commerce_api")
 
-REQUEST_ID_HEADER = b"x-request-id"
+
+def add_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
+    """``send`` that appends ``headers`` to the response's start message."""
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), *headers]
+        await send(message)
+
+    return send_with_headers
 
 
-def _too_large_body() -> bytes:
-    return error_body("invalid_request", BodyTooLarge().detail, "body")
+async def send_json(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
-class RequestContextMiddleware:
+class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
@@ -30,40 +50,39 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-
         request_id = new_id("req")
         scope.setdefault("state", {})["request_id"] = request_id
-        request_id_header = (REQUEST_ID_HEADER, request_id.encode())
+        await self.app(scope, receive, add_headers(send, [(b"x-request-id", request_id.encode())]))
+
+
+def _too_large_body() -> bytes:
+    return error_body("invalid_request", BodyTooLarge().detail, "body")
+
+
+class ErrorGuardMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = scope.get("state", {}).get("request_id", "")
         response_started = False
 
-        async def send_with_request_id(message: Message) -> None:
+        async def tracking_send(message: Message) -> None:
             nonlocal response_started
             if message["type"] == "http.response.start":
                 response_started = True
-                message["headers"] = [*message.get("headers", ()), request_id_header]
             await send(message)
-
-        async def reply(status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *extra,
-            ]
-            await send_with_request_id(
-                {"type": "http.response.start", "status": status, "headers": headers}
-            )
-            await send_with_request_id({"type": "http.response.body", "body": body})
 
         declared = _content_length(scope)
         if declared == -1:
-            await reply(
-                400,
-                error_body("invalid_request", "Invalid Content-Length header.", "Content-Length"),
-                [],
-            )
+            body = error_body("invalid_request", "Invalid Content-Length header.", "Content-Length")
+            await send_json(send, 400, body, [])
             return
         if declared is not None and declared > MAX_BODY_BYTES:
-            await reply(413, _too_large_body(), [(b"connection", b"close")])
+            await send_json(send, 413, _too_large_body(), [(b"connection", b"close")])
             return
 
         received = 0
@@ -78,15 +97,15 @@ class RequestContextMiddleware:
             return message
 
         try:
-            await self.app(scope, limited_receive, send_with_request_id)
+            await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not response_started:
-                await reply(413, _too_large_body(), [(b"connection", b"close")])
+                await send_json(send, 413, _too_large_body(), [(b"connection", b"close")])
         except Exception:
             # Log with the request id; the client gets the id, never the traceback.
             logger.exception("unhandled error", extra={"request_id": request_id})
             if not response_started:
-                await reply(500, server_error(request_id), [])
+                await send_json(send, 500, server_error(request_id), [])
 
 
 def _content_length(scope: Scope) -> int | None:

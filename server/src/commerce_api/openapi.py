@@ -7,6 +7,7 @@ FastAPI's default 422 body), and the headers every response carries.
 
 from __future__ import annotations
 
+import copy
 from importlib import resources
 from typing import Any
 
@@ -16,6 +17,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.responses import HTMLResponse, Response
 
 from commerce_api import idempotency
+from commerce_api.ratelimit.middleware import EXEMPT_PATHS
 
 OPENAPI_URL = "/v1/openapi.json"
 DOCS_URL = "/docs"
@@ -57,6 +59,34 @@ _IDEMPOTENCY_CONFLICT = {
 }
 
 
+_RATE_LIMIT_HEADERS = {
+    "X-RateLimit-Limit": {
+        "description": "Requests allowed in the current window.",
+        "schema": {"type": "integer"},
+    },
+    "X-RateLimit-Remaining": {
+        "description": "Requests left in the current window.",
+        "schema": {"type": "integer"},
+    },
+    "X-RateLimit-Reset": {
+        "description": "When the window resets: Unix time in seconds.",
+        "schema": {"type": "integer"},
+    },
+}
+_RATE_LIMITED = {
+    "description": "Rate limit exceeded: retry after `Retry-After` seconds.",
+    "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+    },
+    "headers": {
+        "Retry-After": {
+            "description": "Seconds until the window resets.",
+            "schema": {"type": "integer"},
+        }
+    },
+}
+
+
 def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, Any]:
     components = schema.setdefault("components", {})
     components.setdefault("securitySchemes", {})[BEARER] = {
@@ -80,9 +110,14 @@ def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, 
             if idempotent:
                 operation.setdefault("parameters", []).append(_IDEMPOTENCY_PARAMETER)
                 responses["422"] = _IDEMPOTENCY_CONFLICT
+            rate_limited = path not in EXEMPT_PATHS
+            if rate_limited:
+                responses["429"] = copy.deepcopy(_RATE_LIMITED)
             for response in responses.values():
                 headers = response.setdefault("headers", {})
                 headers["X-Request-Id"] = _REQUEST_ID_HEADER
+                if rate_limited:
+                    headers.update(_RATE_LIMIT_HEADERS)
                 if idempotent:
                     headers["Idempotent-Replayed"] = _REPLAYED_HEADER
     return schema

@@ -131,7 +131,6 @@ _ERROR_DESCRIPTIONS = {
     409: "Conflict with the current state.",
     413: "Request body larger than 1 MiB.",
     415: "Request body is not `application/json`.",
-    429: "Rate limit exceeded; see `Retry-After`.",
     500: "Unexpected server error; `details` carries the request id.",
 }
 

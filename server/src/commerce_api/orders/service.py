@@ -85,7 +85,9 @@ async def create_order(
     """Reserve stock for every line, then write the order and its ``order.created`` event."""
     if principal.account_id is None:
         raise forbidden("Orders are placed with a client key, for its account.")
-    positions = {item.product_id: index for index, item in enumerate(data.items)}
+    positions: dict[str, int] = {}  # product → its (first) line
+    for index, item in enumerate(data.items):
+        positions.setdefault(item.product_id, index)
     if len(positions) != len(data.items):
         duplicate = next(
             index for index, item in enumerate(data.items) if positions[item.product_id] != index

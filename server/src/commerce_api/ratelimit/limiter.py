@@ -1,0 +1,87 @@
+"""The limiter: which quota a request counts against, and the answer it gets."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore
+from commerce_api.settings import Settings, Tier
+
+logger = logging.getLogger("commerce_api.ratelimit")
+
+# After the shared store fails, count in this process for a while instead of paying a timeout
+# on every request.
+STORE_RETRY_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    limit: int
+    remaining: int
+    reset: int  # Unix time, seconds, when the window resets
+    retry_after: int | None  # seconds; set when the request is refused
+
+    @property
+    def allowed(self) -> bool:
+        return self.retry_after is None
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        headers = [
+            (b"x-ratelimit-limit", str(self.limit).encode()),
+            (b"x-ratelimit-remaining", str(self.remaining).encode()),
+            (b"x-ratelimit-reset", str(self.reset).encode()),
+        ]
+        if self.retry_after is not None:
+            headers.append((b"retry-after", str(self.retry_after).encode()))
+        return headers
+
+
+class RateLimiter:
+    def __init__(
+        self,
+        settings: Settings,
+        store: RateLimitStore,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.store_errors = 0
+        self._fallback = MemoryStore()
+        self._fallback_until = 0.0
+
+    async def check(self, key: str, tier: Tier) -> Decision:
+        """Count one request for ``key`` (``acct_…``, ``key_…`` or ``ip:…``) and decide."""
+        window = self.settings.rate_limit_window_seconds
+        limit = self.settings.rate_limit_for(tier)
+        now = self.clock()
+        window_start = int(now) - int(now) % window
+        reset = window_start + window
+        count = await self._hit(key, window_start, window)
+        if count > limit:
+            return Decision(limit, 0, reset, retry_after=max(1, math.ceil(reset - now)))
+        return Decision(limit, limit - count, reset, retry_after=None)
+
+    async def _hit(self, key: str, window_start: int, window: int) -> int:
+        if time.monotonic() >= self._fallback_until:
+            try:
+                return await self.store.hit(key, window_start, window)
+            except Exception as exc:
+                self.store_errors += 1
+                self._fallback_until = time.monotonic() + STORE_RETRY_SECONDS
+                logger.warning(
+                    "rate-limit store unavailable (%s); counting in this process for %.0f s",
+                    type(exc).__name__,
+                    STORE_RETRY_SECONDS,
+                )
+        else:
+            self.store_errors += 1
+        return await self._fallback.hit(key, window_start, window)
+
+    async def close(self) -> None:
+        await self.store.close()

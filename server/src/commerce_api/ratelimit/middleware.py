@@ -1,0 +1,45 @@
+"""Counts every request against its quota and puts ``X-RateLimit-*`` on every response.
+
+Authenticated requests count against their account (an operator key without an account
+against itself); the rest against the client's IP at the development quota. Health and metrics
+endpoints are for the operator's infrastructure and are not counted.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from commerce_api.dependencies import get_services, optional_principal
+from commerce_api.errors import error_body
+from commerce_api.middleware import add_headers, send_json
+
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class RateLimitMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        limiter = get_services(request).rate_limiter
+        principal = await optional_principal(request)
+        if principal is not None:
+            decision = await limiter.check(principal.account_id or principal.key_id, principal.tier)
+        else:
+            client = scope.get("client")
+            decision = await limiter.check(f"ip:{client[0] if client else '-'}", "development")
+        if not decision.allowed:
+            body = error_body(
+                "rate_limited",
+                f"Rate limit of {decision.limit} requests per window exceeded. Retry after "
+                f"{decision.retry_after} seconds (see the Retry-After header).",
+                "X-RateLimit-Limit",
+            )
+            await send_json(add_headers(send, decision.headers()), 429, body, [])
+            return
+        await self.app(scope, receive, add_headers(send, decision.headers()))
