@@ -13,7 +13,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test lint format clean
+.PHONY: install serve test lint format clean bench
 
 install: $(VENV)/.installed
 
@@ -34,7 +34,7 @@ test: install
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy server/src client/src server/tests client/tests
+	$(BIN)/mypy server/src client/src server/tests client/tests bench
 
 format: install
 	$(BIN)/ruff format .
@@ -42,3 +42,7 @@ format: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Load test against a ceiling app; needs wrk (Debian/Ubuntu: sudo apt-get install wrk).
+bench: install
+	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -57,9 +57,9 @@ def read_key(request: Request) -> str | None:
     key = request.headers.get(HEADER)
     if key is None:
         return None
-    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+    if not KEY_PATTERN.fullmatch(key):
         raise invalid_request(
-            f"`{HEADER}` must be 1 to {MAX_KEY_LENGTH} printable characters, such as a UUID.",
+            f"`{HEADER}` must be 1 to {MAX_KEY_LENGTH} printable ASCII characters, such as a UUID.",
             HEADER,
         )
     return key

@@ -75,9 +75,7 @@ _RATE_LIMIT_HEADERS = {
 }
 _RATE_LIMITED = {
     "description": "Rate limit exceeded: retry after `Retry-After` seconds.",
-    "content": {
-        "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
-    },
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
     "headers": {
         "Retry-After": {
             "description": "Seconds until the window resets.",

@@ -26,6 +26,7 @@ class Settings(BaseSettings):
     environment: Environment = "sandbox"
     redis_url: str | None = None
     redis_key_prefix: str = "commerce:"
+    rate_limit_enabled: bool = True
     rate_limit_development: int = Field(default=1000, ge=1)
     rate_limit_production: int = Field(default=10000, ge=1)
     rate_limit_window_seconds: int = Field(default=3600, ge=1)

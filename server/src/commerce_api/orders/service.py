@@ -27,6 +27,7 @@ from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Environment
 from commerce_api.timestamps import format_timestamp, utcnow
 
+ADDRESS_FIELDS = ("street", "line2", "city", "state", "postal_code", "country")
 _STAMP_FOR_STATUS = {OrderStatus.FULFILLED: "fulfilled_at", OrderStatus.CANCELED: "canceled_at"}
 
 
@@ -49,7 +50,7 @@ def render_order(order: Any, lines: list[Any]) -> dict[str, Any]:
             }
             for line in lines
         ],
-        "shipping_address": order.shipping_address,
+        "shipping_address": {field: order.shipping_address.get(field) for field in ADDRESS_FIELDS},
         "total": to_major(order.total_minor),
         "currency": order.currency,
         "created_at": format_timestamp(order.created_at),

@@ -27,6 +27,9 @@ class RateLimitMiddleware:
             return
         request = Request(scope)
         limiter = get_services(request).rate_limiter
+        if not limiter.settings.rate_limit_enabled:
+            await self.app(scope, receive, send)
+            return
         principal = await optional_principal(request)
         if principal is not None:
             decision = await limiter.check(principal.account_id or principal.key_id, principal.tier)
