@@ -1,8 +1,8 @@
 """Counts every request against its quota and puts ``X-RateLimit-*`` on every response.
 
 Authenticated requests count against their account (an operator key without an account
-against itself); the rest against the client's IP at the development quota. Health and metrics
-endpoints are for the operator's infrastructure and are not counted.
+against itself); the rest against the client's IP at the development quota. Health endpoints are
+for the operator's infrastructure and are not counted.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from commerce_api.dependencies import get_services, optional_principal
 from commerce_api.errors import error_body
 from commerce_api.middleware import add_headers, send_json
 
-EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 class RateLimitMiddleware:

@@ -28,11 +28,10 @@ class MemoryStore:
 
     async def hit(self, key: str, window_start: int, window_seconds: int) -> int:
         # No await between read and write: atomic under asyncio.
-        if window_start != self._window_start:
-            if window_start < self._window_start:  # a clock that went back: count anew
-                return 1
+        if window_start > self._window_start:
             self._window_start = window_start
             self._counts = {}  # every key's window ends together, so drop them all
+        # A clock that stepped back lands in an older window: count it in the newest one.
         count = self._counts.get(key, 0) + 1
         self._counts[key] = count
         return count
