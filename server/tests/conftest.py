@@ -122,7 +122,13 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 
 def make_settings(database_url: str, **overrides: object) -> Settings:
-    return Settings(_env_file=None, database_url=database_url, **overrides)  # type: ignore[arg-type]
+    """Settings for a test app. The webhook dispatcher is off unless a test turns it on."""
+    values: dict[str, object] = {
+        "run_dispatcher": False,
+        "secret_key": "test-secret-key-0123456789abcdef-0123456789",
+        **overrides,
+    }
+    return Settings(_env_file=None, database_url=database_url, **values)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,6 +12,7 @@ from starlette.responses import Response
 
 from commerce_api import __version__, idempotency
 from commerce_api.catalog.routes import router as catalog_router
+from commerce_api.crypto import load_secret_box
 from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
@@ -25,6 +25,9 @@ from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStor
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
+from commerce_api.webhooks import service as webhooks
+from commerce_api.webhooks.dispatcher import Dispatcher
+from commerce_api.webhooks.routes import endpoints_router, events_router
 
 TITLE = "Commerce API"
 logger = logging.getLogger("commerce_api")
@@ -70,6 +73,8 @@ async def _housekeeping(db: Database) -> None:
     while True:
         try:
             await idempotency.prune(db)
+            async with db.write() as conn:
+                await webhooks.prune_events(conn)
         except Exception:
             logger.exception("housekeeping failed; will retry")
         await asyncio.sleep(HOUSEKEEPING_INTERVAL_SECONDS)
@@ -85,14 +90,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         limiter = RateLimiter(settings, rate_limit_store(settings))
-        app.state.services = Services(settings=settings, db=db, rate_limiter=limiter)
-        housekeeping = asyncio.create_task(_housekeeping(db), name="housekeeping")
+        box = await load_secret_box(settings, db)
+        app.state.services = Services(
+            settings=settings, db=db, rate_limiter=limiter, secret_box=box
+        )
+        background = [asyncio.create_task(_housekeeping(db), name="housekeeping")]
+        dispatcher = Dispatcher(settings, db, box) if settings.run_dispatcher else None
+        if dispatcher is not None:
+            background.append(asyncio.create_task(dispatcher.run(), name="webhook-dispatcher"))
         try:
             yield
         finally:
-            housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await housekeeping
+            if dispatcher is not None:
+                dispatcher.stop()
+            background[0].cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             await limiter.close()
             await db.dispose()
 
@@ -112,7 +124,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ErrorGuardMiddleware)
     app.add_middleware(RateLimitMiddleware)
     app.add_middleware(RequestIdMiddleware)
-    routers = [catalog_router, orders_router, health_router, docs_router(TITLE)]
+    routers = [
+        catalog_router,
+        orders_router,
+        endpoints_router,
+        events_router,
+        health_router,
+        docs_router(TITLE),
+    ]
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -112,6 +113,8 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
         _note(f'  curl -H "Authorization: Bearer {secret}" {base}/v1/products')
         click.echo(secret)
     sys.stdout.flush()
+    if no_dispatcher:
+        os.environ["COMMERCE_RUN_DISPATCHER"] = "false"  # read by every worker's settings
     uvicorn.run(
         "commerce_api.app:create_app",
         factory=True,
@@ -123,6 +126,27 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
         access_log=False,
         log_level="info",
     )
+
+
+@main.command()
+def worker() -> None:
+    """Run the webhook dispatcher alone (no HTTP), until SIGINT or SIGTERM."""
+    import signal
+
+    from commerce_api.crypto import load_secret_box
+    from commerce_api.webhooks.dispatcher import Dispatcher
+
+    settings = _settings()
+
+    async def run(db: Database) -> None:
+        dispatcher = Dispatcher(settings, db, await load_secret_box(settings, db))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, dispatcher.stop)
+        _note("Webhook dispatcher running; stop with Ctrl-C or SIGTERM.")
+        await dispatcher.run()
+
+    _with_database(run, settings)
 
 
 @main.command()

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from commerce_api.accounts.service import Principal, authenticate, bearer_token
+from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
 from commerce_api.errors import APIError, forbidden
 from commerce_api.ratelimit.limiter import RateLimiter
@@ -21,6 +22,7 @@ class Services:
     settings: Settings
     db: Database
     rate_limiter: RateLimiter
+    secret_box: SecretBox
 
 
 def get_services(request: Request) -> Services:

@@ -33,6 +33,12 @@ class Settings(BaseSettings):
     webhook_retry_schedule: Annotated[tuple[int, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     webhook_allow_private_urls: bool | None = None
     webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    webhook_poll_seconds: float = Field(default=0.5, gt=0)
+    # Encrypts webhook signing secrets at rest. Required in production; a sandbox without it
+    # keeps a generated key in its own database.
+    secret_key: str | None = Field(default=None, min_length=32)
+    # Whether `serve` runs the webhook dispatcher in-process (`serve --no-dispatcher` sets it).
+    run_dispatcher: bool = True
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
 
     @field_validator("webhook_retry_schedule", mode="before")

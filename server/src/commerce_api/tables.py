@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -196,4 +197,66 @@ idempotency_keys = Table(
     PrimaryKeyConstraint("scope", "key"),
     CheckConstraint("state IN ('in_flight', 'done')", name="state"),
     Index("ix_idempotency_keys_created_at", "created_at"),
+)
+
+# Instance-wide values the service generates for itself (the sandbox's secret-encryption key).
+instance_values = Table(
+    "instance_values",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", SortableId, primary_key=True),
+    Column("account_id", String(64), ForeignKey("accounts.id"), nullable=False),
+    Column("url", String(2048), nullable=False),
+    Column("description", String(500), nullable=True),
+    Column("event_types", JSON, nullable=False),  # [] means every type
+    Column("enabled", Boolean, nullable=False),
+    Column("disabled_reason", String(200), nullable=True),
+    Column("consecutive_failures", Integer, nullable=False),
+    # Signing secrets, encrypted (see crypto.py). The previous one signs too until it expires.
+    Column("secret_encrypted", Text, nullable=False),
+    Column("previous_secret_encrypted", Text, nullable=True),
+    Column("previous_secret_expires_at", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("deleted_at", UTCDateTime, nullable=True),
+    Index("ix_webhook_endpoints_account_order", "account_id", "created_at", "id"),
+)
+
+# One row per (event, endpoint): the outbox entry the dispatcher claims, retries and closes.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("event_id", String(64), ForeignKey("events.id"), nullable=False),
+    Column("endpoint_id", String(64), ForeignKey("webhook_endpoints.id"), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", UTCDateTime, nullable=True),
+    Column("claim_token", String(64), nullable=True),
+    Column("claimed_until", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("event_id", "endpoint_id"),
+    CheckConstraint("status IN ('pending', 'succeeded', 'failed')", name="status"),
+    Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
+)
+
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("event_id", String(64), nullable=False),
+    Column("endpoint_id", String(64), nullable=False),
+    Column("attempted_at", UTCDateTime, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("duration_ms", Integer, nullable=False),
+    Column("error", String(500), nullable=True),
+    Index("ix_webhook_attempts_delivery", "event_id", "endpoint_id", "attempted_at"),
 )

@@ -1,0 +1,1 @@
+"""Webhooks: endpoint registration, signed deliveries from the outbox, retries, replay."""

@@ -1,0 +1,285 @@
+"""The dispatcher: claims due deliveries from the outbox, POSTs them signed, records the
+outcome, and schedules retries.
+
+Any number of dispatchers may run against one database (inside ``serve`` processes, or alone as
+``commerce-api worker``); they coordinate only through their claims on delivery rows (see
+``repository.claim_due``), so one event is never delivered to one endpoint by two of them at
+once. A dispatcher that dies leaves claims that lapse, and its deliveries become due again: a
+crash delays a delivery but never loses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import orjson
+
+from commerce_api.crypto import SecretBox
+from commerce_api.db import Database
+from commerce_api.settings import Settings
+from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.webhooks import repository
+from commerce_api.webhooks.signing import signature_header
+from commerce_api.webhooks.url_policy import UnsafeURL, resolve
+
+logger = logging.getLogger("commerce_api.webhooks")
+
+BATCH_SIZE = 20
+CONCURRENCY = 10
+MAX_CONSECUTIVE_FAILURES = 10
+USER_AGENT = "CommerceAPI-Webhooks/1"
+_ERROR_LENGTH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one attempt means for its delivery and its endpoint."""
+
+    delivery_status: str  # pending (retry later), succeeded, failed
+    next_attempt_at: datetime | None
+    disable_reason: str | None
+    endpoint_failed: bool
+
+
+def decide(
+    *,
+    status_code: int | None,
+    attempts_before: int,
+    consecutive_failures_before: int,
+    schedule: Sequence[int],
+    now: datetime,
+) -> Outcome:
+    """The retry policy, as a plain function: 2xx succeeds; 410 disables the endpoint; anything
+    else is retried after ``schedule[n]`` seconds until the schedule runs out, and the endpoint
+    is disabled after ``MAX_CONSECUTIVE_FAILURES`` failed attempts in a row."""
+    if status_code is not None and 200 <= status_code < 300:
+        return Outcome("succeeded", None, None, endpoint_failed=False)
+    if status_code == 410:
+        return Outcome("failed", None, "The receiver answered 410 Gone.", endpoint_failed=True)
+    disable = None
+    if consecutive_failures_before + 1 >= MAX_CONSECUTIVE_FAILURES:
+        disable = f"{MAX_CONSECUTIVE_FAILURES} consecutive failed deliveries."
+    if attempts_before < len(schedule) and disable is None:
+        retry_at = now + timedelta(seconds=schedule[attempts_before])
+        return Outcome("pending", retry_at, None, endpoint_failed=True)
+    return Outcome("failed", None, disable, endpoint_failed=True)
+
+
+class Dispatcher:
+    def __init__(self, settings: Settings, db: Database, box: SecretBox) -> None:
+        self.settings = settings
+        self.db = db
+        self.box = box
+        self.token = secrets.token_hex(16)  # this dispatcher's name on its claims
+        timeout = settings.webhook_timeout_seconds
+        # A claim outlives the slowest possible attempt by a wide margin.
+        self.lease = timedelta(seconds=3 * timeout + 30)
+        self._http = httpx.AsyncClient(
+            timeout=timeout,
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT},
+            trust_env=False,
+        )
+        self._stopping = asyncio.Event()
+        self._slots = asyncio.Semaphore(CONCURRENCY)
+
+    async def run(self) -> None:
+        """Deliver until :meth:`stop`; then give back whatever is still claimed."""
+        logger.info("webhook dispatcher started")
+        try:
+            while not self._stopping.is_set():
+                try:
+                    delivered = await self.run_once()
+                except Exception:
+                    logger.exception("webhook dispatcher pass failed; retrying")
+                    delivered = 0
+                if delivered == 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._stopping.wait(), self.settings.webhook_poll_seconds
+                        )
+        finally:
+            await self._release()
+            await self._http.aclose()
+            logger.info("webhook dispatcher stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run_once(self) -> int:
+        """Claim one batch of due deliveries and attempt them; returns how many."""
+        now = utcnow()
+        async with self.db.write() as conn:
+            claimed = await repository.claim_due(
+                conn, now=now, until=now + self.lease, token=self.token, limit=BATCH_SIZE
+            )
+        await asyncio.gather(*(self._attempt(row.event_id, row.endpoint_id) for row in claimed))
+        return len(claimed)
+
+    async def _release(self) -> None:
+        with contextlib.suppress(Exception):
+            async with self.db.write() as conn:
+                await repository.release_claims(conn, self.token)
+
+    async def _attempt(self, event_id: str, endpoint_id: str) -> None:
+        async with self._slots:
+            try:
+                await self._attempt_one(event_id, endpoint_id)
+            except Exception:
+                # The claim lapses and the delivery is retried; nothing is lost.
+                logger.exception("delivery of %s to %s failed unexpectedly", event_id, endpoint_id)
+
+    async def _attempt_one(self, event_id: str, endpoint_id: str) -> None:
+        async with self.db.read() as conn:
+            event = await repository.get_event(conn, event_id)
+            endpoint = await repository.endpoint_by_id(conn, endpoint_id)
+            delivery = next(
+                d
+                for d in await repository.deliveries_of(conn, event_id)
+                if d.endpoint_id == endpoint_id
+            )
+        assert event is not None
+        assert endpoint is not None
+        if endpoint.deleted_at is not None or not endpoint.enabled:
+            reason = "endpoint deleted" if endpoint.deleted_at is not None else "endpoint disabled"
+            await self._finish(event_id, endpoint_id, {"status": "failed", "next_attempt_at": None})
+            logger.info("dropped delivery of %s to %s: %s", event_id, endpoint_id, reason)
+            return
+
+        body = orjson.dumps(
+            {
+                "id": event.id,
+                "type": event.type,
+                "created_at": format_timestamp(event.created_at),
+                "data": event.data,
+            }
+        ).decode()
+        attempted_at = utcnow()
+        started = time.perf_counter()
+        status_code, error = await self._post(endpoint, event.id, body, attempted_at)
+        duration_ms = round((time.perf_counter() - started) * 1000)
+        outcome = decide(
+            status_code=status_code,
+            attempts_before=delivery.attempts,
+            consecutive_failures_before=endpoint.consecutive_failures,
+            schedule=self.settings.webhook_retry_schedule,
+            now=utcnow(),
+        )
+        async with self.db.write() as conn:
+            kept = await repository.finish_delivery(
+                conn,
+                event_id=event_id,
+                endpoint_id=endpoint_id,
+                token=self.token,
+                values={
+                    "status": outcome.delivery_status,
+                    "attempts": delivery.attempts + 1,
+                    "next_attempt_at": outcome.next_attempt_at,
+                    "updated_at": utcnow(),
+                },
+            )
+            if not kept:  # our claim lapsed and another dispatcher owns the delivery now
+                return
+            await repository.record_attempt(
+                conn,
+                {
+                    "event_id": event_id,
+                    "endpoint_id": endpoint_id,
+                    "attempted_at": attempted_at,
+                    "status_code": status_code,
+                    "duration_ms": duration_ms,
+                    "error": error,
+                },
+            )
+            await self._update_endpoint_health(conn, endpoint, outcome)
+        logger.info(
+            "webhook delivery",
+            extra={
+                "event_id": event_id,
+                "endpoint_id": endpoint_id,
+                "status_code": status_code,
+                "outcome": outcome.delivery_status,
+                "duration_ms": duration_ms,
+            },
+        )
+
+    async def _update_endpoint_health(self, conn: Any, endpoint: Any, outcome: Outcome) -> None:
+        values: dict[str, Any]
+        if not outcome.endpoint_failed:
+            if endpoint.consecutive_failures == 0:
+                return
+            values = {"consecutive_failures": 0}
+        else:
+            values = {"consecutive_failures": repository.endpoints.c.consecutive_failures + 1}
+        if outcome.disable_reason is not None:
+            values.update(enabled=False, disabled_reason=outcome.disable_reason)
+            logger.warning("disabled webhook endpoint %s: %s", endpoint.id, outcome.disable_reason)
+        await repository.update_endpoint(conn, endpoint.account_id, endpoint.id, values)
+
+    async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
+        async with self.db.write() as conn:
+            await repository.finish_delivery(
+                conn,
+                event_id=event_id,
+                endpoint_id=endpoint_id,
+                token=self.token,
+                values={**values, "updated_at": utcnow()},
+            )
+
+    def _signing_secrets(self, endpoint: Any, now: datetime) -> list[str]:
+        signing = [self.box.decrypt(endpoint.secret_encrypted)]
+        expires = endpoint.previous_secret_expires_at
+        if endpoint.previous_secret_encrypted and expires is not None and expires > now:
+            signing.append(self.box.decrypt(endpoint.previous_secret_encrypted))
+        return signing
+
+    async def _post(
+        self, endpoint: Any, message_id: str, body: str, attempted_at: datetime
+    ) -> tuple[int | None, str | None]:
+        """One POST; returns (status code, error). The receiver's body is never read."""
+        try:
+            target = await resolve(
+                endpoint.url, allow_private=self.settings.allow_private_webhook_urls
+            )
+        except UnsafeURL as exc:
+            return None, f"Refused receiver URL: {exc}"[:_ERROR_LENGTH]
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": message_id,
+            "webhook-timestamp": str(int(attempted_at.timestamp())),
+            "webhook-signature": signature_header(
+                self._signing_secrets(endpoint, attempted_at), message_id, attempted_at, body
+            ),
+        }
+        url, extensions = target.url, {}
+        if target.address is not None:
+            # Connect to the address that was checked, not to whatever DNS says next.
+            parts = urlsplit(target.url)
+            address = f"[{target.address}]" if ":" in target.address else target.address
+            netloc = f"{address}:{parts.port}" if parts.port else address
+            url = urlunsplit(parts._replace(netloc=netloc))
+            headers["host"] = parts.netloc.rsplit("@", 1)[-1]
+            extensions = {"sni_hostname": target.host}
+        try:
+            request = self._http.build_request(
+                "POST", url, content=body.encode(), headers=headers, extensions=extensions
+            )
+            response = await self._http.send(request, stream=True)
+            await response.aclose()
+        except httpx.TimeoutException:
+            return None, "Timed out."
+        except httpx.HTTPError as exc:
+            return None, f"{type(exc).__name__}: {exc}"[:_ERROR_LENGTH] or type(exc).__name__
+        if 200 <= response.status_code < 300:
+            return response.status_code, None
+        return response.status_code, f"HTTP {response.status_code}"

@@ -1,0 +1,252 @@
+"""Queries for webhook endpoints, deliveries, attempts and events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, tuple_, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.ids import new_id
+from commerce_api.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
+
+endpoints = webhook_endpoints
+deliveries = webhook_deliveries
+attempts = webhook_attempts
+
+
+# --- endpoints ---------------------------------------------------------------------------------
+
+
+def _live_endpoint(account_id: str) -> list[ColumnElement[bool]]:
+    return [endpoints.c.account_id == account_id, endpoints.c.deleted_at.is_(None)]
+
+
+async def insert_endpoint(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
+    await conn.execute(endpoints.insert().values(**values))
+
+
+async def get_endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any] | None:
+    result = await conn.execute(
+        select(endpoints).where(endpoints.c.id == endpoint_id, *_live_endpoint(account_id))
+    )
+    return result.first()
+
+
+async def count_endpoints(conn: AsyncConnection, account_id: str) -> int:
+    query = select(func.count()).select_from(endpoints).where(*_live_endpoint(account_id))
+    return int(await conn.scalar(query) or 0)
+
+
+async def page_endpoints(
+    conn: AsyncConnection, account_id: str, limit: int, offset: int
+) -> list[Row[Any]]:
+    result = await conn.execute(
+        select(endpoints)
+        .where(*_live_endpoint(account_id))
+        .order_by(endpoints.c.created_at, endpoints.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return list(result.all())
+
+
+async def update_endpoint(
+    conn: AsyncConnection, account_id: str, endpoint_id: str, values: Mapping[str, Any]
+) -> bool:
+    result = await conn.execute(
+        update(endpoints)
+        .where(endpoints.c.id == endpoint_id, *_live_endpoint(account_id))
+        .values(**values)
+        .returning(endpoints.c.id)
+    )
+    return result.first() is not None
+
+
+async def endpoint_by_id(conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
+    return (await conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id))).first()
+
+
+async def subscribed_endpoints(
+    conn: AsyncConnection, account_id: str, event_type: str
+) -> list[str]:
+    """Enabled endpoints of the account that want this event type."""
+    result = await conn.execute(
+        select(endpoints.c.id, endpoints.c.event_types).where(
+            *_live_endpoint(account_id), endpoints.c.enabled.is_(True)
+        )
+    )
+    return [row.id for row in result if not row.event_types or event_type in row.event_types]
+
+
+# --- deliveries --------------------------------------------------------------------------------
+
+
+async def enqueue(
+    conn: AsyncConnection, event_id: str, endpoint_ids: Sequence[str], now: datetime
+) -> None:
+    """Make (or make due again) one delivery per endpoint, with a fresh retry schedule."""
+    for endpoint_id in endpoint_ids:
+        reset = await conn.execute(
+            update(deliveries)
+            .where(deliveries.c.event_id == event_id, deliveries.c.endpoint_id == endpoint_id)
+            .values(
+                status="pending",
+                attempts=0,
+                next_attempt_at=now,
+                claim_token=None,
+                claimed_until=None,
+                updated_at=now,
+            )
+            .returning(deliveries.c.event_id)
+        )
+        if reset.first() is None:
+            await conn.execute(
+                deliveries.insert().values(
+                    event_id=event_id,
+                    endpoint_id=endpoint_id,
+                    status="pending",
+                    attempts=0,
+                    next_attempt_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+
+
+async def claim_due(
+    conn: AsyncConnection, *, now: datetime, until: datetime, token: str, limit: int
+) -> list[Row[Any]]:
+    """Claim up to ``limit`` due deliveries for one dispatcher until ``until``.
+
+    On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets several dispatchers claim side by side without
+    waiting on each other; SQLite serialises writers anyway (``BEGIN IMMEDIATE``). A claim that
+    is not completed (the dispatcher died) lapses at ``until`` and the delivery is due again.
+    """
+    due = (
+        select(deliveries.c.event_id, deliveries.c.endpoint_id)
+        .where(
+            deliveries.c.status == "pending",
+            deliveries.c.next_attempt_at <= now,
+            or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < now),
+        )
+        .order_by(deliveries.c.next_attempt_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    result = await conn.execute(
+        update(deliveries)
+        .where(tuple_(deliveries.c.event_id, deliveries.c.endpoint_id).in_(due))
+        .values(claim_token=token, claimed_until=until)
+        .returning(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.attempts)
+    )
+    return list(result.all())
+
+
+def _claimed(event_id: str, endpoint_id: str, token: str) -> ColumnElement[bool]:
+    return and_(
+        deliveries.c.event_id == event_id,
+        deliveries.c.endpoint_id == endpoint_id,
+        deliveries.c.claim_token == token,
+    )
+
+
+async def finish_delivery(
+    conn: AsyncConnection,
+    *,
+    event_id: str,
+    endpoint_id: str,
+    token: str,
+    values: Mapping[str, Any],
+) -> bool:
+    """Close or reschedule a claimed delivery; False if the claim was lost meanwhile."""
+    result = await conn.execute(
+        update(deliveries)
+        .where(_claimed(event_id, endpoint_id, token))
+        .values(claim_token=None, claimed_until=None, **values)
+        .returning(deliveries.c.event_id)
+    )
+    return result.first() is not None
+
+
+async def release_claims(conn: AsyncConnection, token: str) -> None:
+    """Give back what a stopping dispatcher claimed and did not finish."""
+    await conn.execute(
+        update(deliveries)
+        .where(deliveries.c.claim_token == token)
+        .values(claim_token=None, claimed_until=None)
+    )
+
+
+async def record_attempt(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
+    await conn.execute(attempts.insert().values(id=new_id("att"), **values))
+
+
+async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
+    result = await conn.execute(
+        select(deliveries)
+        .where(deliveries.c.event_id == event_id)
+        .order_by(deliveries.c.created_at, deliveries.c.endpoint_id)
+    )
+    return list(result.all())
+
+
+async def attempts_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
+    result = await conn.execute(
+        select(attempts)
+        .where(attempts.c.event_id == event_id)
+        .order_by(attempts.c.attempted_at, attempts.c.id)
+    )
+    return list(result.all())
+
+
+# --- events ------------------------------------------------------------------------------------
+
+
+def _event_filters(account_id: str | None, event_type: str | None) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if account_id is not None:
+        conditions.append(events.c.account_id == account_id)
+    if event_type is not None:
+        conditions.append(events.c.type == event_type)
+    return conditions
+
+
+async def get_event(conn: AsyncConnection, event_id: str) -> Row[Any] | None:
+    return (await conn.execute(select(events).where(events.c.id == event_id))).first()
+
+
+async def count_events(
+    conn: AsyncConnection, account_id: str | None, event_type: str | None
+) -> int:
+    query = select(func.count()).select_from(events).where(*_event_filters(account_id, event_type))
+    return int(await conn.scalar(query) or 0)
+
+
+async def page_events(
+    conn: AsyncConnection,
+    account_id: str | None,
+    event_type: str | None,
+    limit: int,
+    offset: int,
+) -> list[Row[Any]]:
+    result = await conn.execute(
+        select(events)
+        .where(*_event_filters(account_id, event_type))
+        .order_by(events.c.created_at, events.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return list(result.all())
+
+
+async def delete_events_before(conn: AsyncConnection, cutoff: datetime) -> int:
+    """Delete events older than ``cutoff`` with their deliveries and attempts."""
+    old = select(events.c.id).where(events.c.created_at < cutoff)
+    await conn.execute(delete(attempts).where(attempts.c.event_id.in_(old)))
+    await conn.execute(delete(deliveries).where(deliveries.c.event_id.in_(old)))
+    result = await conn.execute(delete(events).where(events.c.created_at < cutoff))
+    return result.rowcount or 0

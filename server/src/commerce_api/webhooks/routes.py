@@ -1,0 +1,194 @@
+"""Endpoints: ``/v1/webhook_endpoints`` and ``/v1/events``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from commerce_api import idempotency
+from commerce_api.catalog.routes import MAX_OFFSET
+from commerce_api.catalog.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from commerce_api.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.routing import StrictRoute, error_responses, json_response
+from commerce_api.webhooks import service
+from commerce_api.webhooks.schemas import (
+    EventList,
+    EventType,
+    EventWithDeliveries,
+    WebhookEndpoint,
+    WebhookEndpointCreate,
+    WebhookEndpointList,
+    WebhookEndpointUpdate,
+    WebhookEndpointWithSecret,
+)
+
+endpoints_router = APIRouter(
+    prefix="/v1/webhook_endpoints", tags=["Webhook endpoints"], route_class=StrictRoute
+)
+events_router = APIRouter(prefix="/v1/events", tags=["Events"], route_class=StrictRoute)
+
+Limit = Annotated[int, Query(ge=1, description="Page size; values above 100 are clamped to 100.")]
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to skip.")]
+
+
+@endpoints_router.post(
+    "",
+    response_model=WebhookEndpointWithSecret,
+    status_code=201,
+    responses=error_responses(401, 403, 413, 415),
+    summary="Register a webhook endpoint",
+)
+async def create_webhook_endpoint(
+    body: WebhookEndpointCreate,
+    request: Request,
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+) -> Response:
+    """Register a receiver URL for your account's events. The response carries the signing
+    secret (`whsec_…`) — the only time it is shown. Deliveries follow Standard Webhooks."""
+    async with services.db.write() as conn:
+        endpoint = await service.create_endpoint(
+            conn, principal, body, services.settings, services.secret_box
+        )
+        response = json_response(
+            endpoint, 201, {"Location": f"/v1/webhook_endpoints/{endpoint['id']}"}
+        )
+        await idempotency.record(conn, request, response)
+    return response
+
+
+@endpoints_router.get(
+    "",
+    response_model=WebhookEndpointList,
+    responses=error_responses(401, 403),
+    summary="List webhook endpoints",
+)
+async def list_webhook_endpoints(
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    offset: Offset = 0,
+) -> Response:
+    """Your account's endpoints, oldest first."""
+    async with services.db.read() as conn:
+        page = await service.list_endpoints(
+            conn, principal, limit=min(limit, MAX_PAGE_SIZE), offset=offset
+        )
+    return json_response(page)
+
+
+@endpoints_router.get(
+    "/{id}",
+    response_model=WebhookEndpoint,
+    responses=error_responses(401, 403),
+    summary="Retrieve a webhook endpoint",
+)
+async def get_webhook_endpoint(
+    id: str, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """One of your endpoints (never its secret)."""
+    async with services.db.read() as conn:
+        endpoint = await service.get_endpoint(conn, principal, id)
+    return json_response(endpoint)
+
+
+@endpoints_router.patch(
+    "/{id}",
+    response_model=WebhookEndpoint,
+    responses=error_responses(401, 403, 413, 415),
+    summary="Update a webhook endpoint",
+)
+async def update_webhook_endpoint(
+    id: str, body: WebhookEndpointUpdate, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """Change the URL, the event types, the description, or re-enable a disabled endpoint."""
+    async with services.db.write() as conn:
+        endpoint = await service.update_endpoint(conn, principal, id, body, services.settings)
+    return json_response(endpoint)
+
+
+@endpoints_router.delete(
+    "/{id}",
+    status_code=204,
+    responses=error_responses(401, 403),
+    summary="Delete a webhook endpoint",
+)
+async def delete_webhook_endpoint(
+    id: str, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """Stop sending events to this endpoint. Deliveries still pending are dropped."""
+    async with services.db.write() as conn:
+        await service.delete_endpoint(conn, principal, id)
+    return Response(status_code=204)
+
+
+@endpoints_router.post(
+    "/{id}/rotate_secret",
+    response_model=WebhookEndpointWithSecret,
+    responses=error_responses(401, 403),
+    summary="Rotate a webhook endpoint's secret",
+)
+async def rotate_webhook_endpoint_secret(
+    id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """Issue a new signing secret (shown only here). For 24 hours deliveries carry signatures
+    with both the old and the new secret, so receivers can switch without missing events."""
+    async with services.db.write() as conn:
+        endpoint = await service.rotate_secret(conn, principal, id, services.secret_box)
+        response = json_response(endpoint)
+        await idempotency.record(conn, request, response)
+    return response
+
+
+@events_router.get(
+    "",
+    response_model=EventList,
+    responses=error_responses(401),
+    summary="List events",
+)
+async def list_events(
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    offset: Offset = 0,
+    type: Annotated[EventType | None, Query(description="Only this event type.")] = None,
+) -> Response:
+    """Your account's events of the last 30 days, oldest first."""
+    async with services.db.read() as conn:
+        page = await service.list_events(
+            conn, principal, event_type=type, limit=min(limit, MAX_PAGE_SIZE), offset=offset
+        )
+    return json_response(page)
+
+
+@events_router.get(
+    "/{id}",
+    response_model=EventWithDeliveries,
+    responses=error_responses(401),
+    summary="Retrieve an event",
+)
+async def get_event(id: str, services: ServicesDep, principal: CurrentPrincipal) -> Response:
+    """One event with its deliveries: per endpoint, the status and every attempt."""
+    async with services.db.read() as conn:
+        event = await service.get_event(conn, principal, id)
+    return json_response(event)
+
+
+@events_router.post(
+    "/{id}/redeliver",
+    response_model=EventWithDeliveries,
+    responses=error_responses(401),
+    summary="Redeliver an event",
+)
+async def redeliver_event(
+    id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """Send the event again, now, to every enabled endpoint that wants it (a fresh retry
+    schedule, the same `webhook-id`)."""
+    async with services.db.write() as conn:
+        event = await service.redeliver_event(conn, principal, id)
+        response = json_response(event)
+        await idempotency.record(conn, request, response)
+    return response

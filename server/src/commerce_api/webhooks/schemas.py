@@ -1,0 +1,136 @@
+"""Webhook endpoint and event schemas."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
+
+from commerce_api.schemas import (
+    Pagination,
+    RequestModel,
+    ResponseModel,
+    SingleLine,
+    drop_null_from_schema,
+)
+
+EventType = Literal["order.created", "order.fulfilled", "order.canceled"]
+EVENT_TYPES: tuple[str, ...] = ("order.created", "order.fulfilled", "order.canceled")
+
+# An absolute http(s) URL without credentials or fragment; url_policy.py applies the rest.
+URL_PATTERN = (
+    r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*"
+    r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
+    r"(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?$"
+)
+_URL = re.compile(URL_PATTERN)
+
+
+def _url_format(value: str) -> str:
+    if not _URL.match(value):
+        raise ValueError(
+            "must be an absolute http(s) URL such as https://example.com/webhooks, without "
+            "credentials or a #fragment"
+        )
+    return value
+
+
+ReceiverURL = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2048),
+    AfterValidator(_url_format),
+    WithJsonSchema({"type": "string", "maxLength": 2048, "pattern": URL_PATTERN}),
+    Field(description="Where to POST events. In production: https, public addresses only."),
+]
+EventTypes = Annotated[
+    list[EventType],
+    Field(max_length=len(EVENT_TYPES), description="Event types to send; empty means all."),
+]
+Description = Annotated[str, StringConstraints(max_length=500), SingleLine]
+
+
+class WebhookEndpointCreate(RequestModel):
+    url: ReceiverURL
+    events: EventTypes = Field(default_factory=list)
+    description: Description | None = None
+
+
+class WebhookEndpointUpdate(RequestModel):
+    """Fields to change; omitted fields keep their value. `enabled: true` re-enables an
+    endpoint that was disabled (and resets its failure count)."""
+
+    model_config = ConfigDict(json_schema_extra=drop_null_from_schema)
+
+    url: ReceiverURL | None = None
+    events: EventTypes | None = None
+    description: Description | None = None
+    enabled: bool | None = None
+
+    @field_validator("url", "events", "enabled", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("must not be null; omit the field to keep its value")
+        return value
+
+
+class WebhookEndpoint(ResponseModel):
+    id: str
+    url: str
+    events: list[str] = Field(description="Event types sent; empty means all.")
+    description: str | None
+    enabled: bool
+    disabled_reason: str | None = Field(
+        description="Why the service disabled it (410 Gone, or 10 consecutive failures)."
+    )
+    created_at: str
+    updated_at: str
+
+
+class WebhookEndpointWithSecret(WebhookEndpoint):
+    secret: str = Field(
+        description="The signing secret (`whsec_…`). Shown only by create and rotate_secret."
+    )
+
+
+class WebhookEndpointList(ResponseModel):
+    data: list[WebhookEndpoint]
+    pagination: Pagination
+
+
+class Event(ResponseModel):
+    id: str
+    type: str
+    created_at: str
+    data: dict[str, object] = Field(description="The order, as it was after the change.")
+
+
+class DeliveryAttempt(ResponseModel):
+    attempted_at: str
+    status_code: int | None = Field(description="The receiver's status; null if none came.")
+    duration_ms: int
+    error: str | None = Field(description="Why the attempt failed (timeout, refused, HTTP 500).")
+
+
+class Delivery(ResponseModel):
+    endpoint_id: str
+    status: Literal["pending", "succeeded", "failed"]
+    next_attempt_at: str | None
+    attempts: list[DeliveryAttempt]
+
+
+class EventWithDeliveries(Event):
+    deliveries: list[Delivery]
+
+
+class EventList(ResponseModel):
+    data: list[Event]
+    pagination: Pagination

@@ -1,0 +1,269 @@
+"""Webhook endpoints and the events API."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.accounts.service import Principal
+from commerce_api.crypto import SecretBox
+from commerce_api.errors import APIError, forbidden, invalid_request, not_found
+from commerce_api.ids import looks_like, new_id
+from commerce_api.settings import Settings
+from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.webhooks import repository
+from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
+from commerce_api.webhooks.signing import new_secret
+from commerce_api.webhooks.url_policy import UnsafeURL, resolve
+
+# After a rotation the old secret keeps signing (beside the new one) this long.
+ROTATION_OVERLAP = timedelta(hours=24)
+EVENT_RETENTION = timedelta(days=30)
+
+
+def _ts(value: Any) -> str | None:
+    return None if value is None else format_timestamp(value)
+
+
+def render_endpoint(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "url": row.url,
+        "events": list(row.event_types),
+        "description": row.description,
+        "enabled": row.enabled,
+        "disabled_reason": row.disabled_reason,
+        "created_at": format_timestamp(row.created_at),
+        "updated_at": format_timestamp(row.updated_at),
+    }
+
+
+def _account(principal: Principal) -> str:
+    if principal.account_id is None:
+        raise forbidden("Webhook endpoints belong to an account: use a client key.")
+    return principal.account_id
+
+
+async def _checked_url(url: str, settings: Settings) -> str:
+    try:
+        await resolve(url, allow_private=settings.allow_private_webhook_urls)
+    except UnsafeURL as exc:
+        raise invalid_request(f"The receiver URL {exc}.", "url") from None
+    return url
+
+
+def _endpoint_not_found(endpoint_id: str) -> APIError:
+    return not_found(f"No webhook endpoint with id `{endpoint_id}`.", "id")
+
+
+async def _get(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Any:
+    row = (
+        await repository.get_endpoint(conn, account_id, endpoint_id)
+        if looks_like("we", endpoint_id)
+        else None
+    )
+    if row is None:
+        raise _endpoint_not_found(endpoint_id)
+    return row
+
+
+async def create_endpoint(
+    conn: AsyncConnection,
+    principal: Principal,
+    data: WebhookEndpointCreate,
+    settings: Settings,
+    box: SecretBox,
+) -> dict[str, Any]:
+    account_id = _account(principal)
+    url = await _checked_url(data.url, settings)
+    secret = new_secret()
+    now = utcnow()
+    endpoint_id = new_id("we")
+    await repository.insert_endpoint(
+        conn,
+        {
+            "id": endpoint_id,
+            "account_id": account_id,
+            "url": url,
+            "description": data.description,
+            "event_types": sorted(set(data.events)),
+            "enabled": True,
+            "consecutive_failures": 0,
+            "secret_encrypted": box.encrypt(secret),
+            "created_at": now,
+            "updated_at": now,
+        },
+    )
+    return {**render_endpoint(await _get(conn, account_id, endpoint_id)), "secret": secret}
+
+
+async def list_endpoints(
+    conn: AsyncConnection, principal: Principal, *, limit: int, offset: int
+) -> dict[str, Any]:
+    account_id = _account(principal)
+    total = await repository.count_endpoints(conn, account_id)
+    rows = (
+        await repository.page_endpoints(conn, account_id, limit, offset) if offset < total else []
+    )
+    return _page([render_endpoint(row) for row in rows], total, limit, offset)
+
+
+def _page(items: list[dict[str, Any]], total: int, limit: int, offset: int) -> dict[str, Any]:
+    return {
+        "data": items,
+        "pagination": {
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "has_more": offset + len(items) < total,
+        },
+    }
+
+
+async def get_endpoint(
+    conn: AsyncConnection, principal: Principal, endpoint_id: str
+) -> dict[str, Any]:
+    return render_endpoint(await _get(conn, _account(principal), endpoint_id))
+
+
+async def update_endpoint(
+    conn: AsyncConnection,
+    principal: Principal,
+    endpoint_id: str,
+    data: WebhookEndpointUpdate,
+    settings: Settings,
+) -> dict[str, Any]:
+    account_id = _account(principal)
+    await _get(conn, account_id, endpoint_id)
+    changes = data.model_dump(exclude_unset=True)
+    values: dict[str, Any] = {"updated_at": utcnow()}
+    if "url" in changes:
+        values["url"] = await _checked_url(changes["url"], settings)
+    if "events" in changes:
+        values["event_types"] = sorted(set(changes["events"]))
+    if "description" in changes:
+        values["description"] = changes["description"]
+    if "enabled" in changes:
+        values["enabled"] = changes["enabled"]
+        if changes["enabled"]:
+            values.update(disabled_reason=None, consecutive_failures=0)
+    await repository.update_endpoint(conn, account_id, endpoint_id, values)
+    return render_endpoint(await _get(conn, account_id, endpoint_id))
+
+
+async def delete_endpoint(conn: AsyncConnection, principal: Principal, endpoint_id: str) -> None:
+    account_id = _account(principal)
+    await _get(conn, account_id, endpoint_id)
+    now = utcnow()
+    await repository.update_endpoint(
+        conn, account_id, endpoint_id, {"deleted_at": now, "enabled": False, "updated_at": now}
+    )
+
+
+async def rotate_secret(
+    conn: AsyncConnection, principal: Principal, endpoint_id: str, box: SecretBox
+) -> dict[str, Any]:
+    """A new signing secret; the old one keeps signing beside it for 24 hours."""
+    account_id = _account(principal)
+    row = await _get(conn, account_id, endpoint_id)
+    secret = new_secret()
+    now = utcnow()
+    await repository.update_endpoint(
+        conn,
+        account_id,
+        endpoint_id,
+        {
+            "secret_encrypted": box.encrypt(secret),
+            "previous_secret_encrypted": row.secret_encrypted,
+            "previous_secret_expires_at": now + ROTATION_OVERLAP,
+            "updated_at": now,
+        },
+    )
+    return {**render_endpoint(await _get(conn, account_id, endpoint_id)), "secret": secret}
+
+
+# --- events ------------------------------------------------------------------------------------
+
+
+def render_event(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "type": row.type,
+        "created_at": format_timestamp(row.created_at),
+        "data": row.data,
+    }
+
+
+def _event_scope(principal: Principal) -> str | None:
+    return None if principal.is_admin else principal.account_id
+
+
+async def list_events(
+    conn: AsyncConnection,
+    principal: Principal,
+    *,
+    event_type: str | None,
+    limit: int,
+    offset: int,
+) -> dict[str, Any]:
+    scope = _event_scope(principal)
+    total = await repository.count_events(conn, scope, event_type)
+    rows = (
+        await repository.page_events(conn, scope, event_type, limit, offset)
+        if offset < total
+        else []
+    )
+    return _page([render_event(row) for row in rows], total, limit, offset)
+
+
+async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:
+    row = await repository.get_event(conn, event_id) if looks_like("evt", event_id) else None
+    scope = _event_scope(principal)
+    if row is None or (scope is not None and row.account_id != scope):
+        raise not_found(f"No event with id `{event_id}`.", "id")
+    return row
+
+
+async def get_event(conn: AsyncConnection, principal: Principal, event_id: str) -> dict[str, Any]:
+    event = await _load_event(conn, principal, event_id)
+    return await _with_deliveries(conn, event)
+
+
+async def _with_deliveries(conn: AsyncConnection, event: Any) -> dict[str, Any]:
+    attempts_by_endpoint: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for attempt in await repository.attempts_of(conn, event.id):
+        attempts_by_endpoint[attempt.endpoint_id].append(
+            {
+                "attempted_at": format_timestamp(attempt.attempted_at),
+                "status_code": attempt.status_code,
+                "duration_ms": attempt.duration_ms,
+                "error": attempt.error,
+            }
+        )
+    deliveries = [
+        {
+            "endpoint_id": delivery.endpoint_id,
+            "status": delivery.status,
+            "next_attempt_at": _ts(delivery.next_attempt_at),
+            "attempts": attempts_by_endpoint[delivery.endpoint_id],
+        }
+        for delivery in await repository.deliveries_of(conn, event.id)
+    ]
+    return {**render_event(event), "deliveries": deliveries}
+
+
+async def redeliver_event(
+    conn: AsyncConnection, principal: Principal, event_id: str
+) -> dict[str, Any]:
+    """Send the event again, now, to every enabled endpoint of its account that wants it."""
+    event = await _load_event(conn, principal, event_id)
+    endpoint_ids = await repository.subscribed_endpoints(conn, event.account_id, event.type)
+    await repository.enqueue(conn, event.id, endpoint_ids, utcnow())
+    return await _with_deliveries(conn, event)
+
+
+async def prune_events(conn: AsyncConnection) -> int:
+    return await repository.delete_events_before(conn, utcnow() - EVENT_RETENTION)

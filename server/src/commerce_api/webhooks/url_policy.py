@@ -1,0 +1,113 @@
+"""Which receiver URLs the service may call.
+
+In production (``COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS=false``) a receiver must be ``https`` and
+every address its host stands for must be public: no loopback, private, link-local, shared,
+multicast, reserved or unspecified address, in any spelling (``0x7f000001``, ``2130706433``,
+``127.1``, ``[::ffff:127.0.0.1]``). IP literals are judged at registration; host names are
+resolved at registration and again at every delivery, and the delivery connects to the very
+address that was checked (so a DNS answer that changes in between cannot redirect it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+MAX_URL_LENGTH = 2048
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class UnsafeURL(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where to connect: ``address`` is the checked IP to dial (None: resolve as usual)."""
+
+    url: str
+    host: str
+    address: str | None
+
+
+def _literal_address(host: str) -> IPAddress | None:
+    """The IP a host name spells, also in the legacy forms inet_aton accepts (hex, decimal,
+    short dotted), which resolvers honour too."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def is_public(address: IPAddress) -> bool:
+    if isinstance(address, ipaddress.IPv6Address):
+        for embedded in (address.ipv4_mapped, address.sixtofour):
+            if embedded is not None:
+                return is_public(embedded)
+        if address.teredo is not None:
+            return False
+    return address.is_global and not address.is_multicast
+
+
+def check_url(url: str, *, allow_private: bool) -> str:
+    """Refuse a receiver URL that cannot be registered; returns it unchanged otherwise.
+
+    Host names are not resolved here (see :func:`resolve`); callers that register an endpoint
+    in production call both.
+    """
+    if len(url) > MAX_URL_LENGTH:
+        raise UnsafeURL(f"must be at most {MAX_URL_LENGTH} characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UnsafeURL(f"is not a valid URL ({exc})") from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise UnsafeURL("must be an absolute http(s) URL, such as https://example.com/webhooks")
+    if parts.username is not None or parts.password is not None:
+        raise UnsafeURL("must not contain credentials; put them in the path or query instead")
+    if parts.fragment:
+        raise UnsafeURL("must not contain a fragment (#…)")
+    if port == 0:
+        raise UnsafeURL("must not use port 0")
+    if allow_private:
+        return url
+    if parts.scheme != "https":
+        raise UnsafeURL("must use https")
+    literal = _literal_address(parts.hostname)
+    if literal is not None and not is_public(literal):
+        raise UnsafeURL(f"must not point to a non-public address ({literal})")
+    return url
+
+
+async def resolve(url: str, *, allow_private: bool) -> Target:
+    """Check ``url`` and, unless private addresses are allowed, pick a checked public address
+    of its host to connect to."""
+    check_url(url, allow_private=allow_private)
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if allow_private:
+        return Target(url, host, None)
+    literal = _literal_address(host)
+    if literal is not None:
+        return Target(url, host, str(literal))
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, parts.port or 443, type=socket.SOCK_STREAM
+        )
+    except OSError as exc:
+        raise UnsafeURL(f"host {host!r} does not resolve ({exc})") from None
+    addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+    if not addresses:
+        raise UnsafeURL(f"host {host!r} does not resolve")
+    private = [str(address) for address in addresses if not is_public(address)]
+    if private:
+        raise UnsafeURL(f"host {host!r} resolves to a non-public address ({private[0]})")
+    return Target(url, host, str(addresses[0]))
