@@ -34,7 +34,7 @@ test: install
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy server/src client/src server/tests client/tests bench
+	$(BIN)/mypy server/src client/src server/tests client/tests client/examples bench
 
 format: install
 	$(BIN)/ruff format .

@@ -1,5 +1,88 @@
-"""Python client for the Commerce API (work in progress: see the client issue)."""
+"""Python client for the Commerce API.
 
-__version__ = "0.1.0"
+    import commerce_client
 
-__all__ = ["__version__"]
+    with commerce_client.Client(api_key="sk_sandbox_…", environment="sandbox") as client:
+        for product in client.products.list_all(category="books"):
+            print(product.name, product.price)
+
+See the README for every resource, errors, retries and webhooks.
+"""
+
+from commerce_client._client import BASE_URLS, AsyncClient, Client
+from commerce_client._errors import (
+    APIConnectionError,
+    APITimeoutError,
+    AuthenticationError,
+    CommerceError,
+    ConflictError,
+    IdempotencyError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    ServerError,
+    WebhookVerificationError,
+)
+from commerce_client._types import NOT_GIVEN, Environment, NotGiven
+from commerce_client._version import __version__
+from commerce_client.types import (
+    Address,
+    DeliveryAttempt,
+    Event,
+    EventDelivery,
+    EventWithDeliveries,
+    Order,
+    OrderItem,
+    OrderItemParam,
+    OrderStatus,
+    Page,
+    Pagination,
+    Product,
+    ProductListItem,
+    RateLimitInfo,
+    ShippingAddressParam,
+    WebhookEndpoint,
+    WebhookEndpointWithSecret,
+)
+from commerce_client.webhooks import verify_webhook
+
+__all__ = [
+    "BASE_URLS",
+    "NOT_GIVEN",
+    "APIConnectionError",
+    "APITimeoutError",
+    "Address",
+    "AsyncClient",
+    "AuthenticationError",
+    "Client",
+    "CommerceError",
+    "ConflictError",
+    "DeliveryAttempt",
+    "Environment",
+    "Event",
+    "EventDelivery",
+    "EventWithDeliveries",
+    "IdempotencyError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "NotGiven",
+    "Order",
+    "OrderItem",
+    "OrderItemParam",
+    "OrderStatus",
+    "Page",
+    "Pagination",
+    "PermissionDeniedError",
+    "Product",
+    "ProductListItem",
+    "RateLimitError",
+    "RateLimitInfo",
+    "ServerError",
+    "ShippingAddressParam",
+    "WebhookEndpoint",
+    "WebhookEndpointWithSecret",
+    "WebhookVerificationError",
+    "__version__",
+    "verify_webhook",
+]

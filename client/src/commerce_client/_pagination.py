@@ -1,0 +1,87 @@
+"""Offset pagination: one :class:`Page`, and walking all of them lazily."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Self, TypeVar
+
+__all__ = ["Page", "Pagination"]
+
+T = TypeVar("T")
+
+MAX_PAGE_SIZE = 100
+"""The server's largest page; ``list_all()`` asks for it to make the fewest requests."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pagination:
+    total: int
+    """Number of matching items."""
+    limit: int
+    """Page size applied (a ``limit`` above 100 is clamped to 100)."""
+    offset: int
+    """Number of items skipped."""
+    has_more: bool
+    """True when more items remain after this page."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(
+            total=data["total"],
+            limit=data["limit"],
+            offset=data["offset"],
+            has_more=data["has_more"],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page(Generic[T]):
+    """One page of a list: ``data`` and ``pagination``."""
+
+    data: list[T]
+    pagination: Pagination
+
+    @property
+    def has_more(self) -> bool:
+        return self.pagination.has_more
+
+    @property
+    def next_offset(self) -> int | None:
+        """The ``offset`` of the next page, or None on the last one."""
+        if not self.pagination.has_more or not self.data:
+            return None
+        return self.pagination.offset + len(self.data)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def parse_page(body: Mapping[str, Any], item: Callable[[Mapping[str, Any]], T]) -> Page[T]:
+    return Page(
+        data=[item(entry) for entry in body["data"]],
+        pagination=Pagination.from_dict(body["pagination"]),
+    )
+
+
+def iterate_pages(fetch: Callable[[int], Page[T]]) -> Iterator[T]:
+    """Every item of every page, fetching each page only when the previous one is used up.
+    ``fetch(offset)`` returns the page at ``offset``."""
+    offset: int | None = 0
+    while offset is not None:
+        page = fetch(offset)
+        yield from page.data
+        offset = page.next_offset
+
+
+async def aiterate_pages(fetch: Callable[[int], Awaitable[Page[T]]]) -> AsyncIterator[T]:
+    """The ``async for`` twin of :func:`iterate_pages`."""
+    offset: int | None = 0
+    while offset is not None:
+        page = await fetch(offset)
+        for item in page.data:
+            yield item
+        offset = page.next_offset

@@ -1,0 +1,161 @@
+"""``client.orders``: place, read, cancel and fulfil orders."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
+
+from commerce_client._pagination import (
+    MAX_PAGE_SIZE,
+    Page,
+    aiterate_pages,
+    iterate_pages,
+    parse_page,
+)
+from commerce_client.resources._base import AsyncResource, SyncResource, path
+from commerce_client.types.order import Order, OrderItemParam, OrderStatus, ShippingAddressParam
+
+__all__ = ["AsyncOrders", "Orders"]
+
+
+def _create_body(
+    customer_id: str, items: Iterable[OrderItemParam], shipping_address: ShippingAddressParam
+) -> dict[str, Any]:
+    return {
+        "customer_id": customer_id,
+        "items": [dict(item) for item in items],
+        "shipping_address": dict(shipping_address),
+    }
+
+
+def _params(
+    status: OrderStatus | None, customer_id: str | None, limit: int | None, offset: int | None
+) -> dict[str, str | int | None]:
+    return {"status": status, "customer_id": customer_id, "limit": limit, "offset": offset}
+
+
+class Orders(SyncResource):
+    def create(
+        self,
+        *,
+        customer_id: str,
+        items: Iterable[OrderItemParam],
+        shipping_address: ShippingAddressParam,
+        idempotency_key: str | None = None,
+    ) -> Order:
+        """Place an order; its stock is reserved at once (:class:`ConflictError` when there is
+        not enough). Retried safely: one ``idempotency_key`` (generated when None) serves every
+        retry of this call. Pass your own to make retries across calls or processes safe."""
+        body = _create_body(customer_id, items, shipping_address)
+        return Order.from_dict(
+            self._client._request("POST", "/orders", json=body, idempotency_key=idempotency_key)
+        )
+
+    def get(self, id: str) -> Order:
+        return Order.from_dict(self._client._request("GET", path("/orders/{}", id)))
+
+    def list(
+        self,
+        *,
+        status: OrderStatus | None = None,
+        customer_id: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Page[Order]:
+        """One page of your orders, oldest first. ``limit`` defaults to 20 (max 100)."""
+        params = _params(status, customer_id, limit, offset)
+        return parse_page(self._client._request("GET", "/orders", params=params), Order.from_dict)
+
+    def list_all(
+        self,
+        *,
+        status: OrderStatus | None = None,
+        customer_id: str | None = None,
+        page_size: int = MAX_PAGE_SIZE,
+    ) -> Iterator[Order]:
+        """Every matching order, fetching pages as the iteration reaches them."""
+        return iterate_pages(
+            lambda offset: self.list(
+                status=status, customer_id=customer_id, limit=page_size, offset=offset
+            )
+        )
+
+    def cancel(self, id: str, *, idempotency_key: str | None = None) -> Order:
+        """Cancel a pending order and return its stock (:class:`ConflictError` otherwise)."""
+        return Order.from_dict(
+            self._client._request(
+                "POST", path("/orders/{}/cancel", id), idempotency_key=idempotency_key
+            )
+        )
+
+    def fulfill(self, id: str, *, idempotency_key: str | None = None) -> Order:
+        """Mark a pending order fulfilled: an admin key, or in the sandbox the owning client."""
+        return Order.from_dict(
+            self._client._request(
+                "POST", path("/orders/{}/fulfill", id), idempotency_key=idempotency_key
+            )
+        )
+
+
+class AsyncOrders(AsyncResource):
+    async def create(
+        self,
+        *,
+        customer_id: str,
+        items: Iterable[OrderItemParam],
+        shipping_address: ShippingAddressParam,
+        idempotency_key: str | None = None,
+    ) -> Order:
+        """See :meth:`Orders.create`."""
+        body = _create_body(customer_id, items, shipping_address)
+        return Order.from_dict(
+            await self._client._request(
+                "POST", "/orders", json=body, idempotency_key=idempotency_key
+            )
+        )
+
+    async def get(self, id: str) -> Order:
+        return Order.from_dict(await self._client._request("GET", path("/orders/{}", id)))
+
+    async def list(
+        self,
+        *,
+        status: OrderStatus | None = None,
+        customer_id: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Page[Order]:
+        """One page of your orders, oldest first. ``limit`` defaults to 20 (max 100)."""
+        params = _params(status, customer_id, limit, offset)
+        body = await self._client._request("GET", "/orders", params=params)
+        return parse_page(body, Order.from_dict)
+
+    def list_all(
+        self,
+        *,
+        status: OrderStatus | None = None,
+        customer_id: str | None = None,
+        page_size: int = MAX_PAGE_SIZE,
+    ) -> AsyncIterator[Order]:
+        """Every matching order (``async for``), fetching pages as the iteration reaches them."""
+        return aiterate_pages(
+            lambda offset: self.list(
+                status=status, customer_id=customer_id, limit=page_size, offset=offset
+            )
+        )
+
+    async def cancel(self, id: str, *, idempotency_key: str | None = None) -> Order:
+        """See :meth:`Orders.cancel`."""
+        return Order.from_dict(
+            await self._client._request(
+                "POST", path("/orders/{}/cancel", id), idempotency_key=idempotency_key
+            )
+        )
+
+    async def fulfill(self, id: str, *, idempotency_key: str | None = None) -> Order:
+        """See :meth:`Orders.fulfill`."""
+        return Order.from_dict(
+            await self._client._request(
+                "POST", path("/orders/{}/fulfill", id), idempotency_key=idempotency_key
+            )
+        )

@@ -1,0 +1,42 @@
+"""The models the API returns (frozen dataclasses) and the shapes it accepts (TypedDicts)."""
+
+from commerce_client._pagination import Page, Pagination
+from commerce_client.types.event import (
+    DeliveryAttempt,
+    DeliveryStatus,
+    Event,
+    EventDelivery,
+    EventWithDeliveries,
+)
+from commerce_client.types.order import (
+    Address,
+    Order,
+    OrderItem,
+    OrderItemParam,
+    OrderStatus,
+    ShippingAddressParam,
+)
+from commerce_client.types.product import Product, ProductListItem
+from commerce_client.types.rate_limit import RateLimitInfo
+from commerce_client.types.webhook_endpoint import WebhookEndpoint, WebhookEndpointWithSecret
+
+__all__ = [
+    "Address",
+    "DeliveryAttempt",
+    "DeliveryStatus",
+    "Event",
+    "EventDelivery",
+    "EventWithDeliveries",
+    "Order",
+    "OrderItem",
+    "OrderItemParam",
+    "OrderStatus",
+    "Page",
+    "Pagination",
+    "Product",
+    "ProductListItem",
+    "RateLimitInfo",
+    "ShippingAddressParam",
+    "WebhookEndpoint",
+    "WebhookEndpointWithSecret",
+]

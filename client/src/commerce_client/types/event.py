@@ -1,0 +1,100 @@
+"""Events (``order.created``, ``order.fulfilled``, ``order.canceled``) and their deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from commerce_client import _parse
+from commerce_client.types.order import Order
+
+__all__ = ["DeliveryAttempt", "DeliveryStatus", "Event", "EventDelivery", "EventWithDeliveries"]
+
+DeliveryStatus = Literal["pending", "succeeded", "failed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """An event, as listed and as delivered to your webhook endpoints."""
+
+    id: str
+    """``evt_…``; also the ``webhook-id`` of its deliveries (use it to drop duplicates)."""
+    type: str
+    created_at: datetime
+    data: Order | dict[str, Any]
+    """The order for ``order.*`` types; the raw object for types this version does not know."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(**_event_fields(data))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryAttempt:
+    attempted_at: datetime
+    status_code: int | None
+    """The receiver's HTTP status, or None when no response came (see ``error``)."""
+    duration_ms: int
+    error: str | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(
+            attempted_at=_parse.timestamp(data["attempted_at"]),
+            status_code=data.get("status_code"),
+            duration_ms=data["duration_ms"],
+            error=data.get("error"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventDelivery:
+    """The delivery of one event to one endpoint."""
+
+    endpoint_id: str
+    status: DeliveryStatus
+    attempts: int
+    next_attempt_at: datetime | None
+    last_attempt: DeliveryAttempt | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        attempts = data["attempts"]
+        last = data.get("last_attempt")
+        if isinstance(attempts, list):
+            # Also read the form that lists every attempt (oldest first) instead of counting
+            # them: the server rendered deliveries that way while this client was written.
+            last = attempts[-1] if attempts else None
+            attempts = len(attempts)
+        return cls(
+            endpoint_id=data["endpoint_id"],
+            status=data["status"],
+            attempts=attempts,
+            next_attempt_at=_parse.optional_timestamp(data.get("next_attempt_at")),
+            last_attempt=None if last is None else DeliveryAttempt.from_dict(last),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventWithDeliveries(Event):
+    """One event with the state of its delivery to each endpoint (``events.get()``)."""
+
+    deliveries: list[EventDelivery]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        deliveries = [EventDelivery.from_dict(item) for item in data.get("deliveries") or []]
+        return cls(**_event_fields(data), deliveries=deliveries)
+
+
+def _event_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    type_: str = data["type"]
+    payload = data["data"]
+    return {
+        "id": data["id"],
+        "type": type_,
+        "created_at": _parse.timestamp(data["created_at"]),
+        "data": Order.from_dict(payload) if type_.startswith("order.") else dict(payload),
+    }

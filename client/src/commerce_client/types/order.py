@@ -1,0 +1,117 @@
+"""Orders, and the shapes accepted by ``orders.create()``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal, NotRequired, Self, TypedDict
+
+from commerce_client import _parse
+
+__all__ = [
+    "Address",
+    "Order",
+    "OrderItem",
+    "OrderItemParam",
+    "OrderStatus",
+    "ShippingAddressParam",
+]
+
+OrderStatus = Literal["pending", "fulfilled", "canceled"]
+
+
+class OrderItemParam(TypedDict):
+    """One line of ``orders.create(items=[...])``."""
+
+    product_id: str
+    quantity: int
+    """1 to 10,000."""
+
+
+class ShippingAddressParam(TypedDict):
+    """``orders.create(shipping_address={...})``."""
+
+    street: str
+    line2: NotRequired[str | None]
+    city: str
+    state: NotRequired[str | None]
+    postal_code: str
+    country: str
+    """ISO 3166-1 alpha-2 code in capitals, such as ``"US"``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrderItem:
+    product_id: str
+    name: str
+    """The product's name when the order was placed."""
+    quantity: int
+    unit_price: Decimal
+    """The product's price when the order was placed."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(
+            product_id=data["product_id"],
+            name=data["name"],
+            quantity=data["quantity"],
+            unit_price=_parse.money(data["unit_price"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Address:
+    street: str
+    line2: str | None
+    city: str
+    state: str | None
+    postal_code: str
+    country: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(
+            street=data["street"],
+            line2=data.get("line2"),
+            city=data["city"],
+            state=data.get("state"),
+            postal_code=data["postal_code"],
+            country=data["country"],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Order:
+    """An order: ``pending``, then ``fulfilled`` or ``canceled``."""
+
+    id: str
+    status: OrderStatus
+    customer_id: str
+    items: list[OrderItem]
+    shipping_address: Address
+    total: Decimal
+    """Sum of quantity x unit_price over the items, exact."""
+    currency: str
+    """ISO 4217 code, such as ``"USD"``."""
+    created_at: datetime
+    updated_at: datetime
+    fulfilled_at: datetime | None
+    canceled_at: datetime | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(
+            id=data["id"],
+            status=data["status"],
+            customer_id=data["customer_id"],
+            items=[OrderItem.from_dict(item) for item in data["items"]],
+            shipping_address=Address.from_dict(data["shipping_address"]),
+            total=_parse.money(data["total"]),
+            currency=data["currency"],
+            created_at=_parse.timestamp(data["created_at"]),
+            updated_at=_parse.timestamp(data["updated_at"]),
+            fulfilled_at=_parse.optional_timestamp(data.get("fulfilled_at")),
+            canceled_at=_parse.optional_timestamp(data.get("canceled_at")),
+        )

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import pytest
+from client_testing import MockAPI, product_json
+
+import commerce_client
+from commerce_client import (
+    AuthenticationError,
+    CommerceError,
+    ConflictError,
+    IdempotencyError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    ServerError,
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "error_class"),
+    [
+        (400, "invalid_request", InvalidRequestError),
+        (401, "unauthorized", AuthenticationError),
+        (403, "unauthorized", PermissionDeniedError),
+        (404, "not_found", NotFoundError),
+        (405, "invalid_request", InvalidRequestError),
+        (409, "invalid_request", ConflictError),
+        (413, "invalid_request", InvalidRequestError),
+        (415, "invalid_request", InvalidRequestError),
+        (422, "invalid_request", IdempotencyError),
+        (429, "rate_limited", RateLimitError),
+        (500, "server_error", ServerError),
+        (503, "server_error", ServerError),
+    ],
+)
+def test_every_status_maps_to_its_error(
+    status: int, code: str, error_class: type[CommerceError], sleeps: list[float]
+) -> None:
+    api = MockAPI().error(
+        status, code, "customer_id", "Say what to do.", headers={"X-Request-Id": "req_abc"}
+    )
+    with api.client(max_retries=0) as client, pytest.raises(error_class) as caught:
+        client.products.get("prod_1")
+    error = caught.value
+    assert type(error) is error_class
+    assert error.status_code == status
+    assert error.code == code
+    assert error.message == "Say what to do."
+    assert error.details == "customer_id"
+    assert error.request_id == "req_abc"
+    assert error.rate_limit is not None
+    assert error.rate_limit.limit == 1000
+
+
+def test_the_error_tree_is_the_documented_one() -> None:
+    for cls in (
+        InvalidRequestError,
+        AuthenticationError,
+        NotFoundError,
+        RateLimitError,
+        ServerError,
+        commerce_client.APIConnectionError,
+        commerce_client.WebhookVerificationError,
+    ):
+        assert issubclass(cls, CommerceError)
+    assert issubclass(ConflictError, InvalidRequestError)
+    assert issubclass(IdempotencyError, InvalidRequestError)
+    assert issubclass(PermissionDeniedError, AuthenticationError)
+    assert issubclass(commerce_client.APITimeoutError, commerce_client.APIConnectionError)
+
+
+def test_rate_limit_error_carries_retry_after_and_the_headers() -> None:
+    api = MockAPI().error(
+        429,
+        "rate_limited",
+        "X-RateLimit-Limit",
+        headers={
+            "Retry-After": "3600",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": "1790003600",
+        },
+    )
+    with api.client() as client, pytest.raises(RateLimitError) as caught:
+        client.products.list()
+    assert caught.value.retry_after == 3600.0
+    assert caught.value.rate_limit is not None
+    assert caught.value.rate_limit.remaining == 0
+    assert caught.value.rate_limit.reset == 1790003600
+    assert client.last_rate_limit == caught.value.rate_limit
+
+
+def test_an_error_without_the_envelope_still_maps_by_status(sleeps: list[float]) -> None:
+    api = MockAPI().reply(502, content=b"<html>Bad gateway</html>")
+    with api.client(max_retries=0) as client, pytest.raises(ServerError) as caught:
+        client.products.get("prod_1")
+    assert caught.value.code is None
+    assert caught.value.message == "The API answered 502 Bad Gateway."
+
+
+def test_str_of_an_error_names_status_code_details_and_request_id() -> None:
+    api = MockAPI().error(404, "not_found", "id", "No product with id `x`.")
+    with api.client() as client, pytest.raises(NotFoundError) as caught:
+        client.products.get("x")
+    text = str(caught.value)
+    assert "No product with id `x`." in text
+    assert "404" in text
+    assert "not_found" in text
+    assert "details id" in text
+    assert "req_" in text
+
+
+def test_last_rate_limit_follows_each_response() -> None:
+    api = MockAPI().reply(json=product_json(), headers={"X-RateLimit-Remaining": "41"})
+    with api.client() as client:
+        assert client.last_rate_limit is None
+        client.products.get("prod_1")
+        assert client.last_rate_limit is not None
+        assert client.last_rate_limit.limit == 1000
+        assert client.last_rate_limit.remaining == 41
+        assert client.last_rate_limit.reset_at.year == 2026
+
+
+def test_missing_rate_limit_headers_give_none() -> None:
+    api = MockAPI().reply(json=product_json(), headers={"X-RateLimit-Limit": "many"})
+    with api.client() as client:
+        client.products.get("prod_1")
+        assert client.last_rate_limit is None
+
+
+def test_a_success_that_is_not_json_is_an_error() -> None:
+    api = MockAPI().reply(200, content=b"not json")
+    with api.client() as client, pytest.raises(CommerceError, match="not JSON"):
+        client.products.get("prod_1")
+
+
+async def test_async_errors_map_the_same_way() -> None:
+    api = MockAPI().error(401, "unauthorized", "Authorization", headers={"X-Request-Id": "r1"})
+    async with api.async_client() as client:
+        with pytest.raises(AuthenticationError) as caught:
+            await client.orders.get("ord_1")
+    assert caught.value.request_id == "r1"
+    assert caught.value.details == "Authorization"

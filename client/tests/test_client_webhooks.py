@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
+from email.message import Message
+
+import pytest
+from client_testing import order_json
+from standardwebhooks import Webhook
+
+import commerce_client
+from commerce_client import Order, WebhookVerificationError, verify_webhook
+
+SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+OTHER_SECRET = "whsec_" + base64.b64encode(b"another key of thirty-two bytes!").decode()
+PAYLOAD = json.dumps(
+    {
+        "id": "evt_1",
+        "type": "order.fulfilled",
+        "created_at": "2026-11-21T08:12:41.123Z",
+        "data": order_json(status="fulfilled", fulfilled_at="2026-11-21T09:00:00.000Z"),
+    }
+).encode()
+
+
+def signature(secret: str, message_id: str, timestamp: int, payload: bytes) -> str:
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{message_id}.{timestamp}.".encode() + payload
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def signed_headers(
+    payload: bytes = PAYLOAD, secret: str = SECRET, timestamp: int | None = None
+) -> dict[str, str]:
+    timestamp = int(time.time()) if timestamp is None else timestamp
+    return {
+        "webhook-id": "evt_1",
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature(secret, "evt_1", timestamp, payload),
+    }
+
+
+def test_a_valid_delivery_returns_a_typed_event() -> None:
+    event = verify_webhook(PAYLOAD, signed_headers(), SECRET)
+    assert event.id == "evt_1"
+    assert event.type == "order.fulfilled"
+    assert isinstance(event.data, Order)
+    assert event.data.status == "fulfilled"
+    assert event.data.total == Decimal("0.3")
+
+
+def test_a_delivery_signed_by_the_reference_library_verifies() -> None:
+    now = int(time.time())
+    sent_at = datetime.fromtimestamp(now, UTC)
+    reference = Webhook(SECRET).sign("msg_1", sent_at, PAYLOAD.decode())
+    headers = {"webhook-id": "msg_1", "webhook-timestamp": str(now), "webhook-signature": reference}
+    assert verify_webhook(PAYLOAD, headers, SECRET).id == "evt_1"
+
+
+def test_a_str_payload_and_mixed_case_headers_verify() -> None:
+    headers = {name.title(): value for name, value in signed_headers().items()}
+    assert verify_webhook(PAYLOAD.decode(), headers, SECRET).id == "evt_1"
+
+
+def test_http_server_headers_verify() -> None:
+    message = Message()
+    for name, value in signed_headers().items():
+        message[name] = value
+    assert verify_webhook(PAYLOAD, message, SECRET).id == "evt_1"
+
+
+def test_a_tampered_body_is_refused() -> None:
+    headers = signed_headers()
+    tampered = PAYLOAD.replace(b'"fulfilled"', b'"canceled"', 1)
+    with pytest.raises(WebhookVerificationError, match="No signature matches"):
+        verify_webhook(tampered, headers, SECRET)
+
+
+def test_a_tampered_id_or_timestamp_is_refused() -> None:
+    headers = signed_headers()
+    with pytest.raises(WebhookVerificationError):
+        verify_webhook(PAYLOAD, {**headers, "webhook-id": "evt_2"}, SECRET)
+    later = str(int(headers["webhook-timestamp"]) + 1)
+    with pytest.raises(WebhookVerificationError):
+        verify_webhook(PAYLOAD, {**headers, "webhook-timestamp": later}, SECRET)
+
+
+def test_the_wrong_secret_is_refused() -> None:
+    with pytest.raises(WebhookVerificationError, match="No signature matches"):
+        verify_webhook(PAYLOAD, signed_headers(), OTHER_SECRET)
+
+
+def test_a_stale_delivery_is_refused() -> None:
+    headers = signed_headers(timestamp=int(time.time()) - 6 * 60)
+    with pytest.raises(WebhookVerificationError, match="too old"):
+        verify_webhook(PAYLOAD, headers, SECRET)
+
+
+def test_a_delivery_from_the_future_is_refused() -> None:
+    headers = signed_headers(timestamp=int(time.time()) + 6 * 60)
+    with pytest.raises(WebhookVerificationError, match="future"):
+        verify_webhook(PAYLOAD, headers, SECRET)
+
+
+def test_a_delivery_within_the_tolerance_passes() -> None:
+    headers = signed_headers(timestamp=int(time.time()) - 4 * 60)
+    assert verify_webhook(PAYLOAD, headers, SECRET).id == "evt_1"
+
+
+@pytest.mark.parametrize("missing", ["webhook-id", "webhook-timestamp", "webhook-signature"])
+def test_an_unsigned_delivery_is_refused(missing: str) -> None:
+    headers = signed_headers()
+    del headers[missing]
+    with pytest.raises(WebhookVerificationError, match=f"Missing `{missing}`"):
+        verify_webhook(PAYLOAD, headers, SECRET)
+
+
+def test_a_non_numeric_timestamp_is_refused() -> None:
+    with pytest.raises(WebhookVerificationError, match="Unix time"):
+        verify_webhook(PAYLOAD, {**signed_headers(), "webhook-timestamp": "soon"}, SECRET)
+
+
+def test_any_of_several_signatures_may_match() -> None:
+    headers = signed_headers()
+    good = headers["webhook-signature"]
+    wrong = signed_headers(secret=OTHER_SECRET)["webhook-signature"]
+    for combined in (f"{wrong} {good}", f"v1a,xyz {good}", f"v1,!!notbase64 {good}"):
+        assert verify_webhook(PAYLOAD, {**headers, "webhook-signature": combined}, SECRET)
+    with pytest.raises(WebhookVerificationError):
+        verify_webhook(PAYLOAD, {**headers, "webhook-signature": f"{wrong} v2,{good[3:]}"}, SECRET)
+
+
+def test_a_malformed_secret_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="whsec_"):
+        verify_webhook(PAYLOAD, signed_headers(), "whsec_not base64!")
+
+
+def test_a_signed_body_that_is_not_an_event_is_refused() -> None:
+    payload = b'{"hello": "world"}'
+    with pytest.raises(WebhookVerificationError, match="not a Commerce API event"):
+        verify_webhook(payload, signed_headers(payload), SECRET)
+
+
+def test_webhook_verification_error_is_a_commerce_error() -> None:
+    with pytest.raises(commerce_client.CommerceError):
+        verify_webhook(PAYLOAD, {}, SECRET)
