@@ -103,7 +103,7 @@ def test_a_real_delivery_verifies_with_the_endpoint_secret(
                 break
             time.sleep(0.05)
         assert delivery.status == "succeeded"
-        assert delivery.attempts == 1
+        assert len(delivery.attempts) == 1
         assert delivery.last_attempt is not None
         assert delivery.last_attempt.status_code == 200
         api.webhook_endpoints.delete(endpoint.id)

@@ -175,19 +175,19 @@ def test_events_list_get_redeliver() -> None:
     assert isinstance(event.data, Order)
     assert event.data.total == Decimal("0.3")
 
+    attempt = {
+        "attempted_at": "2026-11-21T08:55:00.000Z",
+        "status_code": 500,
+        "duration_ms": 12,
+        "error": "HTTP 500",
+    }
     delivery = {
         "endpoint_id": "we_1",
-        "status": "failed",
-        "attempts": 2,
+        "status": "pending",
         "next_attempt_at": "2026-11-21T09:00:00.000Z",
-        "last_attempt": {
-            "attempted_at": "2026-11-21T08:55:00.000Z",
-            "status_code": 500,
-            "duration_ms": 12,
-            "error": None,
-        },
+        "attempts": [{**attempt, "status_code": None, "error": "Timed out."}, attempt],
     }
-    pending = {**delivery, "status": "pending", "attempts": 0, "last_attempt": None}
+    pending = {**delivery, "attempts": []}
     api = MockAPI().reply(json=event_json(deliveries=[delivery, pending]))
     with api.client() as client:
         detailed = client.events.get("evt_1")
@@ -196,6 +196,7 @@ def test_events_list_get_redeliver() -> None:
         assert (api.last.method, api.last.url.path) == ("POST", "/v1/events/evt_1/redeliver")
         assert "idempotency-key" in api.last.headers
     assert isinstance(detailed, EventWithDeliveries)
+    assert [a.status_code for a in detailed.deliveries[0].attempts] == [None, 500]
     assert detailed.deliveries[0].last_attempt is not None
     assert detailed.deliveries[0].last_attempt.status_code == 500
     assert detailed.deliveries[1].last_attempt is None

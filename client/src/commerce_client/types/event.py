@@ -55,25 +55,22 @@ class EventDelivery:
 
     endpoint_id: str
     status: DeliveryStatus
-    attempts: int
     next_attempt_at: datetime | None
-    last_attempt: DeliveryAttempt | None
+    """When the next retry is due; None once the delivery succeeded or failed for good."""
+    attempts: list[DeliveryAttempt]
+    """Every attempt so far, oldest first."""
+
+    @property
+    def last_attempt(self) -> DeliveryAttempt | None:
+        return self.attempts[-1] if self.attempts else None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        attempts = data["attempts"]
-        last = data.get("last_attempt")
-        if isinstance(attempts, list):
-            # Also read the form that lists every attempt (oldest first) instead of counting
-            # them: the server rendered deliveries that way while this client was written.
-            last = attempts[-1] if attempts else None
-            attempts = len(attempts)
         return cls(
             endpoint_id=data["endpoint_id"],
             status=data["status"],
-            attempts=attempts,
             next_attempt_at=_parse.optional_timestamp(data.get("next_attempt_at")),
-            last_attempt=None if last is None else DeliveryAttempt.from_dict(last),
+            attempts=[DeliveryAttempt.from_dict(item) for item in data.get("attempts") or []],
         )
 
 
