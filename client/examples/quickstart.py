@@ -66,9 +66,8 @@ def tour(client: Client) -> None:
     for event in client.events.list_all(type="order.fulfilled"):
         detailed = client.events.get(event.id)
         for delivery in detailed.deliveries:
-            print(
-                f"  → {delivery.endpoint_id}: {delivery.status} after {len(delivery.attempts)} attempts"
-            )
+            tries = len(delivery.attempts)
+            print(f"  → {delivery.endpoint_id}: {delivery.status} after {tries} attempts")
         client.events.redeliver(event.id)
         break
 
