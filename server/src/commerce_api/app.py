@@ -22,6 +22,8 @@ from commerce_api.orders.routes import router as orders_router
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.middleware import RateLimitMiddleware
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
+from commerce_api.readpath.middleware import ReadPathMiddleware
+from commerce_api.readpath.service import ReadPath
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
@@ -91,10 +93,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         db = Database(settings.database_url)
         limiter = RateLimiter(settings, rate_limit_store(settings))
         box = await load_secret_box(settings, db)
+        read_path = await ReadPath.open(db, settings.environment)
         app.state.services = Services(
-            settings=settings, db=db, rate_limiter=limiter, secret_box=box
+            settings=settings, db=db, rate_limiter=limiter, secret_box=box, read_path=read_path
         )
-        background = [asyncio.create_task(_housekeeping(db), name="housekeeping")]
+        background = [
+            asyncio.create_task(_housekeeping(db), name="housekeeping"),
+            asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up"),
+        ]
         dispatcher = Dispatcher(settings, db, box) if settings.run_dispatcher else None
         if dispatcher is not None:
             background.append(asyncio.create_task(dispatcher.run(), name="webhook-dispatcher"))
@@ -105,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 dispatcher.stop()
             background[0].cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await read_path.close()
             await limiter.close()
             await db.dispose()
 
@@ -120,7 +127,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=lambda route: route.name,
     )
     install_error_handlers(app)
-    # Outermost last: request id → rate limit → error guard → routes (see middleware.py).
+    # Outermost last: request id → rate limit → error guard → read path → routes
+    # (see middleware.py and readpath/middleware.py).
+    app.add_middleware(ReadPathMiddleware)
     app.add_middleware(ErrorGuardMiddleware)
     app.add_middleware(RateLimitMiddleware)
     app.add_middleware(RequestIdMiddleware)

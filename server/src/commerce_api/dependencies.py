@@ -7,11 +7,12 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from commerce_api.accounts.service import Principal, authenticate, bearer_token
+from commerce_api.accounts.service import Principal, bearer_token
 from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
 from commerce_api.errors import APIError, forbidden
 from commerce_api.ratelimit.limiter import RateLimiter
+from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
 
 
@@ -23,6 +24,7 @@ class Services:
     db: Database
     rate_limiter: RateLimiter
     secret_box: SecretBox
+    read_path: ReadPath
 
 
 def get_services(request: Request) -> Services:
@@ -41,8 +43,7 @@ async def current_principal(request: Request) -> Principal:
     services = get_services(request)
     try:
         token = bearer_token(request.headers.get("authorization"))
-        async with services.db.read() as conn:
-            principal = await authenticate(conn, token, services.settings.environment)
+        principal = await services.read_path.authenticate(token, state)
     except APIError as exc:
         state["auth_error"] = exc
         raise

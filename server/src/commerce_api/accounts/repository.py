@@ -8,6 +8,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.readpath import changes
 from commerce_api.tables import accounts, api_keys
 
 
@@ -80,6 +81,7 @@ async def revoke_key(conn: AsyncConnection, key_id: str, revoked_at: datetime) -
         .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
         .values(revoked_at=revoked_at)
     )
+    await changes.bump(conn, changes.AUTH)  # every process drops its cached keys
     return True
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -123,8 +123,8 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
-async def authenticate(conn: AsyncConnection, token: str, environment: Environment) -> Principal:
-    """The principal for a key, or a 401. Unknown and revoked keys get the same answer."""
+def screen_token(token: str, environment: Environment) -> str:
+    """The hash to look a key up by, or a 401 for a key that cannot be valid here."""
     issued_for = key_environment(token)
     if issued_for is None or len(token) > MAX_KEY_LENGTH:
         raise unauthorized("Invalid API key.", "Authorization")
@@ -134,10 +134,20 @@ async def authenticate(conn: AsyncConnection, token: str, environment: Environme
             f"for {issued_for}. Use a key issued by this instance.",
             "Authorization",
         )
-    computed = hash_key(token)
-    row = await repository.find_key_by_hash(conn, computed)
-    if row is None or not hashes_match(row.key_hash, computed) or row.revoked_at is not None:
+    return hash_key(token)
+
+
+def principal_from_row(row: Any, computed_hash: str) -> Principal:
+    """The principal for a looked-up key row, or a 401: unknown and revoked keys get the same
+    answer."""
+    if row is None or not hashes_match(row.key_hash, computed_hash) or row.revoked_at is not None:
         raise unauthorized("Invalid API key (unknown or revoked).", "Authorization")
     tier: Tier = "production" if row.tier == "production" or row.tier is None else "development"
     role: Role = "admin" if row.role == "admin" else "client"
     return Principal(key_id=row.id, account_id=row.account_id, role=role, tier=tier)
+
+
+async def authenticate(conn: AsyncConnection, token: str, environment: Environment) -> Principal:
+    """The principal for a key, or a 401."""
+    computed = screen_token(token, environment)
+    return principal_from_row(await repository.find_key_by_hash(conn, computed), computed)

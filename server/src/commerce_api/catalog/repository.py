@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.readpath import changes
 from commerce_api.tables import products
 
 LIST_COLUMNS = (
@@ -61,13 +62,20 @@ async def exists(conn: AsyncConnection, product_id: str) -> bool:
     return found is not None
 
 
+# Every write below changes what the cached product list shows, so each bumps its version
+# stamp in the same transaction (see readpath/changes.py). Stock changes by orders do not:
+# list items carry no inventory_count.
+
+
 async def insert(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
     await conn.execute(products.insert().values(**values))
+    await changes.bump(conn, changes.CATALOG)
 
 
 async def insert_many(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
     if rows:
         await conn.execute(products.insert(), list(rows))
+        await changes.bump(conn, changes.CATALOG)
 
 
 async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
@@ -77,7 +85,10 @@ async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[
         .values(**values)
         .returning(products.c.id)
     )
-    return result.first() is not None
+    if result.first() is None:
+        return False
+    await changes.bump(conn, changes.CATALOG)
+    return True
 
 
 async def update_any(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
@@ -87,11 +98,24 @@ async def update_any(conn: AsyncConnection, product_id: str, values: Mapping[str
         .values(**values)
         .returning(products.c.id)
     )
-    return result.first() is not None
+    if result.first() is None:
+        return False
+    await changes.bump(conn, changes.CATALOG)
+    return True
 
 
 async def archive(conn: AsyncConnection, product_id: str, at: datetime) -> bool:
     return await update_active(conn, product_id, {"archived_at": at, "updated_at": at})
+
+
+async def all_active(conn: AsyncConnection) -> Sequence[Row[Any]]:
+    """Every active product's list fields, in list order (for the in-memory snapshot)."""
+    result = await conn.execute(
+        select(*LIST_COLUMNS)
+        .where(products.c.archived_at.is_(None))
+        .order_by(products.c.created_at, products.c.id)
+    )
+    return result.all()
 
 
 async def count_all(conn: AsyncConnection) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from commerce_api.catalog import service
@@ -32,6 +32,7 @@ MAX_OFFSET = 2**53 - 1
     summary="List products",
 )
 async def list_products(
+    request: Request,
     services: ServicesDep,
     _principal: CurrentPrincipal,
     limit: Annotated[
@@ -49,10 +50,14 @@ async def list_products(
 
     List items omit `inventory_count` and `updated_at`; read one product for those.
     """
+    limit = min(limit, service.MAX_PAGE_SIZE)
+    cached = await services.read_path.page(
+        request.scope.setdefault("state", {}), category, limit, offset
+    )
+    if cached is not None:
+        return Response(cached, media_type="application/json")
     async with services.db.read() as conn:
-        page = await service.list_products(
-            conn, category=category, limit=min(limit, service.MAX_PAGE_SIZE), offset=offset
-        )
+        page = await service.list_products(conn, category=category, limit=limit, offset=offset)
     return json_response(page)
 
 
@@ -64,8 +69,9 @@ async def list_products(
 )
 async def get_product(id: str, services: ServicesDep, _principal: CurrentPrincipal) -> Response:
     """One product with its current `inventory_count`. Unknown or archived ids are 404."""
-    async with services.db.read() as conn:
-        product = await service.get_product(conn, id)
+    product = await services.read_path.product(id)
+    if product is None:
+        raise service.product_not_found(id)
     return json_response(product)
 
 

@@ -42,7 +42,7 @@ def product_detail(row: Any) -> dict[str, Any]:
     return item
 
 
-def _product_not_found(product_id: str) -> Exception:
+def product_not_found(product_id: str) -> Exception:
     return not_found(f"No product with id `{product_id}`.", "id")
 
 
@@ -66,7 +66,7 @@ async def list_products(
 async def get_product(conn: AsyncConnection, product_id: str) -> dict[str, Any]:
     row = await repository.get_active(conn, product_id) if looks_like("prod", product_id) else None
     if row is None:
-        raise _product_not_found(product_id)
+        raise product_not_found(product_id)
     return product_detail(row)
 
 
@@ -100,7 +100,7 @@ async def update_product(
     if not looks_like("prod", product_id) or not await repository.update_active(
         conn, product_id, values
     ):
-        raise _product_not_found(product_id)
+        raise product_not_found(product_id)
     return await get_product(conn, product_id)
 
 
@@ -108,7 +108,7 @@ async def archive_product(conn: AsyncConnection, product_id: str) -> None:
     if not looks_like("prod", product_id) or not await repository.archive(
         conn, product_id, utcnow()
     ):
-        raise _product_not_found(product_id)
+        raise product_not_found(product_id)
 
 
 # --- import ------------------------------------------------------------------------------------

@@ -1,0 +1,94 @@
+"""The product list, in memory: every active product's list item pre-rendered as JSON, in list
+order, overall and per category. A page is a slice, so its cost does not depend on the offset.
+
+The snapshot is stamped with the catalogue version it was built under (read *before* loading
+the rows, so a write that lands during the load makes it stale, never wrongly fresh). A stale
+snapshot is never served: callers fall back to the database while a rebuild runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+
+from commerce_api.catalog import repository
+from commerce_api.catalog.service import list_item
+from commerce_api.db import Database
+from commerce_api.readpath.changes import ChangeTracker, Versions
+
+logger = logging.getLogger("commerce_api.readpath")
+
+
+@dataclass(slots=True)
+class Snapshot:
+    version: str | None
+    items: list[bytes] = field(default_factory=list)
+    by_category: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
+    """The list response, byte for byte what ``orjson.dumps`` makes of the page dict."""
+    pagination = {
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "has_more": offset + len(items) < total,
+    }
+    return b'{"data":[' + b",".join(items) + b'],"pagination":' + orjson.dumps(pagination) + b"}"
+
+
+class CatalogCache:
+    def __init__(self, db: Database, tracker: ChangeTracker) -> None:
+        self._db = db
+        self._tracker = tracker
+        self._snapshot: Snapshot | None = None
+        self._rebuild: asyncio.Task[None] | None = None
+        self.on_rebuilt: Callable[[], None] | None = None  # for tests
+
+    def page(
+        self, versions: Versions | None, category: str | None, limit: int, offset: int
+    ) -> bytes | None:
+        """The page's response body, or None when the snapshot is not current."""
+        snapshot = self._snapshot
+        if versions is None or versions.catalog is None:
+            return None
+        if snapshot is None or snapshot.version != versions.catalog:
+            self._start_rebuild()
+            return None
+        items = snapshot.items if category is None else snapshot.by_category.get(category, [])
+        return page_body(items[offset : offset + limit], len(items), limit, offset)
+
+    def _start_rebuild(self) -> None:
+        if self._rebuild is None or self._rebuild.done():
+            self._rebuild = asyncio.create_task(self._build(), name="catalog-snapshot")
+
+    async def warm(self) -> None:
+        """Build the snapshot now (at start-up), if the version is known."""
+        await self._build()
+
+    async def _build(self) -> None:
+        versions = await self._tracker.current()
+        if versions is None or versions.catalog is None:
+            return
+        try:
+            async with self._db.read() as conn:
+                rows = await repository.all_active(conn)
+        except Exception:
+            logger.exception("could not build the catalogue snapshot")
+            return
+        snapshot = Snapshot(versions.catalog)
+        for row in rows:
+            item = orjson.dumps(list_item(row))
+            snapshot.items.append(item)
+            snapshot.by_category.setdefault(row.category, []).append(item)
+        self._snapshot = snapshot
+        if self.on_rebuilt is not None:
+            self.on_rebuilt()
+
+    async def close(self) -> None:
+        if self._rebuild is not None:
+            self._rebuild.cancel()

@@ -1,0 +1,121 @@
+"""The read path's front: authentication with a key cache, product reads, cached pages."""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from typing import Any
+
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
+
+from commerce_api.accounts.service import Principal, principal_from_row, screen_token
+from commerce_api.catalog.service import product_detail
+from commerce_api.db import Database
+from commerce_api.ids import looks_like
+from commerce_api.readpath import changes
+from commerce_api.readpath.catalog_cache import CatalogCache
+from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader, open_sqlite
+from commerce_api.settings import Environment
+from commerce_api.tables import instance_values
+from commerce_api.timestamps import utcnow
+
+KEY_CACHE_SIZE = 10_000
+
+
+class KeyCache:
+    """Principals of recently seen keys, dropped whenever any key is revoked anywhere."""
+
+    def __init__(self) -> None:
+        self._version: str | None = None
+        self._entries: OrderedDict[str, Principal] = OrderedDict()
+
+    def get(self, key_hash: str, version: str | None) -> Principal | None:
+        if version is None or version != self._version:
+            return None
+        return self._entries.get(key_hash)
+
+    def put(self, key_hash: str, principal: Principal, version: str | None) -> None:
+        if version is None:
+            return
+        if version != self._version:
+            self._entries.clear()
+            self._version = version
+        self._entries[key_hash] = principal
+        if len(self._entries) > KEY_CACHE_SIZE:
+            self._entries.popitem(last=False)
+
+
+class ReadPath:
+    def __init__(
+        self, db: Database, tracker: changes.ChangeTracker, reader: Reader, environment: Environment
+    ) -> None:
+        self.db = db
+        self.tracker = tracker
+        self.reader = reader
+        self.environment = environment
+        self.keys = KeyCache()
+        self.catalog = CatalogCache(db, tracker)
+
+    @classmethod
+    async def open(cls, db: Database, environment: Environment) -> ReadPath:
+        await _ensure_stamps(db)
+        tracker: changes.ChangeTracker
+        reader: Reader
+        if db.is_sqlite:
+            assert db.url.database is not None
+            tracker = changes.SQLiteTracker(open_sqlite(db.url.database))
+            reader = SQLiteReader(open_sqlite(db.url.database))
+        else:
+            dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)
+            postgres = await PostgresReader.connect(dsn)
+            tracker, reader = changes.PostgresTracker(postgres.pool), postgres
+        return cls(db, tracker, reader, environment)
+
+    async def close(self) -> None:
+        await self.catalog.close()
+        await self.reader.close()
+
+    async def versions(self, state: dict[str, Any]) -> changes.Versions | None:
+        """The change stamps, read once per request (``state`` is the request's state)."""
+        if "versions" not in state:
+            state["versions"] = await self.tracker.current()
+        versions: changes.Versions | None = state["versions"]
+        return versions
+
+    async def page(
+        self, state: dict[str, Any], category: str | None, limit: int, offset: int
+    ) -> bytes | None:
+        """A cached product-list page, or None (then read the database)."""
+        return self.catalog.page(await self.versions(state), category, limit, offset)
+
+    async def authenticate(self, token: str, state: dict[str, Any]) -> Principal:
+        """The key's principal (401 otherwise), from the cache when it is current."""
+        computed = screen_token(token, self.environment)
+        versions = await self.versions(state)
+        version = None if versions is None else versions.auth
+        principal = self.keys.get(computed, version)
+        if principal is None:
+            principal = principal_from_row(await self.reader.key(computed), computed)
+            self.keys.put(computed, principal, version)
+        return principal
+
+    async def product(self, product_id: str) -> dict[str, Any] | None:
+        """One active product with its current stock, or None."""
+        if not looks_like("prod", product_id):
+            return None
+        row = await self.reader.product(product_id)
+        return None if row is None else product_detail(row)
+
+
+async def _ensure_stamps(db: Database) -> None:
+    """Give each version stamp a first value, so caches can start (never overwrites one)."""
+    async with db.write() as conn:
+        insert: Any = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        for name in (changes.AUTH, changes.CATALOG):
+            await conn.execute(
+                insert(instance_values)
+                .values(name=name, value=secrets.token_hex(8), created_at=utcnow())
+                .on_conflict_do_nothing(index_elements=["name"])
+            )
