@@ -28,8 +28,15 @@ $(VENV)/.installed: pyproject.toml uv.lock server/pyproject.toml client/pyprojec
 serve: install
 	$(BIN)/commerce-api serve --demo --host $(HOST) --port $(PORT)
 
+# After pytest, the TypeScript client (client-ts/) when Node.js is installed: npm ci + npm test
+# (a build with its type checks, unit tests, and end-to-end tests against a real server).
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
+	@if command -v node >/dev/null 2>&1; then \
+		cd client-ts && npm ci --no-audit --no-fund && npm test; \
+	else \
+		echo "Skipped the TypeScript client tests (client-ts/): Node.js is not installed (no node on PATH)."; \
+	fi
 
 lint: install
 	$(BIN)/ruff format --check .

@@ -1,7 +1,8 @@
 """The ceiling app: the smallest ASGI app that answers with the same bytes as the service.
 
 ``make bench`` serves it with the same server (uvicorn, one worker) and reports every figure of
-the real service as a ratio to it. The body comes from the file named by BENCH_CEILING_BODY.
+the real service as a ratio to it. ``GET /v1/products/<id>`` answers the bytes of the file named
+by BENCH_CEILING_DETAIL, every other path those of BENCH_CEILING_LIST.
 """
 
 from __future__ import annotations
@@ -10,12 +11,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-BODY = Path(os.environ["BENCH_CEILING_BODY"]).read_bytes()
-HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
+
+def _response(variable: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    body = Path(os.environ[variable]).read_bytes()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return headers, body
+
+
+LIST = _response("BENCH_CEILING_LIST")
+DETAIL = _response("BENCH_CEILING_DETAIL")
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
-    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    await send({"type": "http.response.body", "body": BODY})
+    headers, body = DETAIL if scope["path"].startswith("/v1/products/") else LIST
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

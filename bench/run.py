@@ -1,13 +1,17 @@
-"""``make bench``: load-test the real service against a ceiling app, figures as ratios.
+"""``make bench``: load-test the real service against a ceiling app; figures as ratios.
 
-Starts ``commerce-api serve`` (one worker, pinned to CPU 0 when taskset exists) on a generated
-catalogue, drives it with wrk from a separate process (pinned to CPU 1), and does the same for
-the ceiling app (``bench/ceiling.py``) serving the same bytes. Every scenario runs ``--rounds``
-times; the report gives the median with min-max and the ratio of medians to the ceiling.
+For each backend (the embedded default, SQLite; and PostgreSQL + Redis when reachable) and each
+catalogue size, it generates a catalogue, starts ``commerce-api serve`` (one worker, pinned to
+CPU 0 when ``taskset`` exists) and drives it with wrk from a separate process pinned to CPU 1.
+In the same run it measures a ceiling app (``bench/ceiling.py``: a minimal ASGI app on the same
+server answering the same bytes) and reports every figure as a ratio to it.
 
-Scenarios: GET /v1/products?limit=20 with the rate limiter on and off (the limiter's cost).
+Scenarios: the first page of ``GET /v1/products``, with the rate limiter on and off; the last
+page (a deep offset); a category's last page; ``GET /v1/products/{id}``; ``POST /v1/orders``
+(each request with its own Idempotency-Key). Each runs ``--rounds`` times: the median is
+reported with min-max. The server's resident memory (RSS) is sampled after each scenario.
 
-Results: bench/results/latest.json and bench/results/latest.md.
+Results: bench/results/latest.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import socket
 import statistics
@@ -26,8 +31,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,20 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
 RESULTS = ROOT / "bench" / "results"
+POSTGRES_ADMIN_URL = os.environ.get(
+    "COMMERCE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REDIS_URL = os.environ.get("COMMERCE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+CATEGORIES = ["books", "electronics", "apparel", "home", "toys", "grocery", "garden", "sport"]
+
+ORDER_SCRIPT = """
+counter = 0
+request = function()
+  counter = counter + 1
+  wrk.headers["Idempotency-Key"] = "bench-" .. SEED .. "-" .. counter
+  return wrk.format("POST", wrk.path)
+end
+"""
 
 
 @dataclass
@@ -43,19 +63,23 @@ class Run:
     requests_per_second: float
     p50_ms: float
     p99_ms: float
-    errors: int
+    non_2xx: int
+    rss_mb: float = 0.0
 
 
 @dataclass
 class Scenario:
+    backend: str
+    products: int
     name: str
-    runs: list[Run]
+    path: str
+    runs: list[Run] = field(default_factory=list)
 
-    def median(self, field: str) -> float:
-        return float(statistics.median(getattr(run, field) for run in self.runs))
+    def median(self, attribute: str) -> float:
+        return float(statistics.median(getattr(run, attribute) for run in self.runs))
 
-    def spread(self, field: str) -> tuple[float, float]:
-        values = [getattr(run, field) for run in self.runs]
+    def spread(self, attribute: str) -> tuple[float, float]:
+        values = [getattr(run, attribute) for run in self.runs]
         return min(values), max(values)
 
 
@@ -71,59 +95,81 @@ def pinned(cpu: int, command: list[str]) -> list[str]:
     return command
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children (uvicorn may fork), in MB."""
+    total = 0
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        pids += [int(p) for p in children.read_text().split()]
+    for each in pids:
+        status = Path(f"/proc/{each}/status")
+        if status.exists():
+            match = re.search(r"VmRSS:\s+(\d+) kB", status.read_text())
+            total += int(match.group(1)) if match else 0
+    return total / 1024
+
+
 @contextmanager
-def process(command: list[str], env: dict[str, str], port: int) -> Iterator[None]:
-    proc = subprocess.Popen(  # noqa: S603
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+def process(command: list[str], env: dict[str, str], port: int) -> Iterator[int]:
+    with tempfile.TemporaryFile() as log:
+        yield from _run_process(command, env, port, log)
+
+
+def _run_process(command: list[str], env: dict[str, str], port: int, log: Any) -> Iterator[int]:
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)  # noqa: S603
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(
-                    f"{command[0]} exited: {proc.stderr.read() if proc.stderr else ''}"
-                )
+                log.seek(0)
+                raise RuntimeError(f"{command} exited:\n{log.read().decode()[-2000:]}")
             try:
                 httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
                 break
             except httpx.HTTPError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError("server did not start within 30 s") from None
+                    raise RuntimeError("server did not start within 60 s") from None
                 time.sleep(0.1)
-        yield
+        yield proc.pid
     finally:
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
 
 
 _LATENCY = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
 _RATE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.MULTILINE)
-_ERRORS = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)|Socket errors:.*?(\d+)")
+_NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
 
 
-def wrk(url: str, headers: dict[str, str], duration: int, connections: int) -> Run:
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency"]
+def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, script: str = "") -> Run:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
+    if script:
+        command += ["-s", script]
     out = subprocess.run(  # noqa: S603
         pinned(1, [*command, url]), capture_output=True, text=True, check=True
     ).stdout
     scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}
     latencies = {p: float(v) * scale[u] for p, v, u in _LATENCY.findall(out)}
     rate = _RATE.search(out)
-    errors = sum(int(a or b or 0) for a, b in _ERRORS.findall(out))
+    non_2xx = _NON_2XX.search(out)
     if rate is None or "50" not in latencies or "99" not in latencies:
         raise RuntimeError(f"could not read wrk's output:\n{out}")
-    return Run(float(rate.group(1)), latencies["50"], latencies["99"], errors)
+    return Run(
+        float(rate.group(1)),
+        latencies["50"],
+        latencies["99"],
+        int(non_2xx.group(1)) if non_2xx else 0,
+    )
 
 
-async def prepare(database_url: str, products: int) -> str:
-    """Migrate, load ``products`` products over 8 categories, return a client key."""
-    from datetime import timedelta
-
+async def prepare(database_url: str, products: int) -> tuple[str, str]:
+    """Migrate, load the catalogue, return (client key, a product id)."""
     from commerce_api.accounts import service as accounts
     from commerce_api.catalog import repository
     from commerce_api.db import Database
@@ -133,15 +179,14 @@ async def prepare(database_url: str, products: int) -> str:
     db = Database(database_url)
     await db.migrate()
     now = utcnow()
-    categories = ["books", "electronics", "apparel", "home", "toys", "grocery", "garden", "sport"]
     rows = [
         {
             "id": new_id("prod"),
             "name": f"Product {i}",
             "description": f"A generated product for benchmarks, number {i}.",
             "price_minor": 100 + (i * 37) % 10000,
-            "category": categories[i % len(categories)],
-            "inventory_count": 1_000_000,
+            "category": CATEGORIES[i % len(CATEGORIES)],
+            "inventory_count": 10_000_000,
             "created_at": now + timedelta(microseconds=i),
             "updated_at": now + timedelta(microseconds=i),
         }
@@ -153,98 +198,212 @@ async def prepare(database_url: str, products: int) -> str:
         account = await accounts.create_account(conn, "Benchmark", "production")
         key = await accounts.create_key(conn, "sandbox", account_id=account)
     await db.dispose()
-    return key.secret
+    return key.secret, str(rows[len(rows) // 2]["id"])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--products", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
-    parser.add_argument("--connections", type=int, default=32)
-    args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        sys.exit("make bench needs wrk: `sudo apt-get install wrk` (Debian/Ubuntu).")
+async def create_database() -> tuple[str, str]:
+    import asyncpg
+    from sqlalchemy.engine import make_url
 
-    work = Path(tempfile.mkdtemp(prefix="commerce-bench-"))
-    database_url = f"sqlite:///{work / 'bench.db'}"
-    key = asyncio.run(prepare(database_url, args.products))
+    admin_dsn = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql")
+    name = f"commerce_bench_{secrets.token_hex(4)}"
+    conn = await asyncpg.connect(admin_dsn.render_as_string(False))
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    await conn.close()
+    return name, make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(False)
+
+
+async def drop_database(name: str) -> None:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    admin_dsn = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql")
+    conn = await asyncpg.connect(admin_dsn.render_as_string(False))
+    await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await conn.close()
+
+
+def postgres_and_redis_available() -> bool:
+    async def check() -> bool:
+        import asyncpg
+        import redis.asyncio as redis
+        from sqlalchemy.engine import make_url
+
+        try:
+            dsn = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql")
+            conn = await asyncpg.connect(dsn.render_as_string(False), timeout=3)
+            await conn.close()
+            client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+            await client.ping()  # type: ignore[misc]  # redis-py types ping as maybe-sync
+            await client.aclose()
+        except Exception:
+            return False
+        return True
+
+    return asyncio.run(check())
+
+
+def bench_backend(
+    backend: str, products: int, args: argparse.Namespace, work: Path
+) -> list[Scenario]:
+    database_name = None
+    if backend == "sqlite":
+        database_url = f"sqlite:///{work / f'bench-{products}.db'}"
+    else:
+        database_name, database_url = asyncio.run(create_database())
+    try:
+        key, product_id = asyncio.run(prepare(database_url, products))
+        return measure_service(backend, products, database_url, key, product_id, args, work)
+    finally:
+        if database_name:
+            asyncio.run(drop_database(database_name))
+
+
+def measure_service(
+    backend: str,
+    products: int,
+    database_url: str,
+    key: str,
+    product_id: str,
+    args: argparse.Namespace,
+    work: Path,
+) -> list[Scenario]:
     auth = {"Authorization": f"Bearer {key}"}
-    path = "/v1/products?limit=20"
-    base_env = {
-        **os.environ,
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")},
         "COMMERCE_DATABASE_URL": database_url,
         "COMMERCE_RATE_LIMIT_PRODUCTION": str(10**9),
         "COMMERCE_RATE_LIMIT_DEVELOPMENT": str(10**9),
     }
-    base_env.pop("COMMERCE_REDIS_URL", None)
-
-    def serve(port: int, **env: str) -> Any:
-        command = [str(BIN / "commerce-api"), "serve", "--port", str(port), "--no-dispatcher"]
-        return process(pinned(0, command), {**base_env, **env}, port)
-
-    scenarios: dict[str, Scenario] = {}
-
-    def measure(name: str, url: str, headers: dict[str, str]) -> None:
-        wrk(url, headers, 2, args.connections)  # warm-up
-        runs = [wrk(url, headers, args.duration, args.connections) for _ in range(args.rounds)]
-        scenarios[name] = Scenario(name, runs)
-
-    port = free_port()
-    with serve(port):
-        body = httpx.get(f"http://127.0.0.1:{port}{path}", headers=auth).content
-        measure(
-            "GET /v1/products?limit=20 (rate limiter on)", f"http://127.0.0.1:{port}{path}", auth
-        )
-    port = free_port()
-    with serve(port, COMMERCE_RATE_LIMIT_ENABLED="false"):
-        measure(
-            "GET /v1/products?limit=20 (rate limiter off)", f"http://127.0.0.1:{port}{path}", auth
-        )
-
-    body_file = work / "ceiling-body.json"
-    body_file.write_bytes(body)
-    port = free_port()
-    ceiling_command = [
-        str(BIN / "uvicorn"),
-        "bench.ceiling:app",
-        "--port",
-        str(port),
-        "--no-access-log",
-        "--log-level",
-        "warning",
+    if backend == "postgresql":
+        env["COMMERCE_REDIS_URL"] = REDIS_URL
+        env["COMMERCE_REDIS_KEY_PREFIX"] = f"commerce-bench-{secrets.token_hex(4)}:"
+    per_category = products // len(CATEGORIES)
+    last_offset = max(products - 20, 0)
+    category_offset = max(per_category - 20, 0)
+    reads = [
+        ("list, first page", "/v1/products?limit=20"),
+        ("list, last page (deep offset)", f"/v1/products?limit=20&offset={last_offset}"),
+        (
+            "list, category + deep offset",
+            f"/v1/products?category=books&limit=20&offset={category_offset}",
+        ),
+        ("product by id", f"/v1/products/{product_id}"),
     ]
-    ceiling_env = {**base_env, "BENCH_CEILING_BODY": str(body_file), "PYTHONPATH": str(ROOT)}
-    # The ceiling answers every path, /healthz included, so `process` can wait for it.
-    with process(pinned(0, ceiling_command), ceiling_env, port):
-        measure("ceiling app (same bytes)", f"http://127.0.0.1:{port}{path}", {})
+    order_body = json.dumps(
+        {
+            "customer_id": "cus_bench",
+            "items": [{"product_id": product_id, "quantity": 1}],
+            "shipping_address": {
+                "street": "1 Main Street",
+                "city": "Springfield",
+                "postal_code": "12345",
+                "country": "US",
+            },
+        }
+    )
+    script = work / "orders.lua"
+    script.write_text(
+        f'SEED = "{secrets.token_hex(4)}"\nwrk.method = "POST"\n'
+        f"wrk.body = {json.dumps(order_body)}\n"
+        'wrk.headers["Content-Type"] = "application/json"\n' + ORDER_SCRIPT
+    )
+    scenarios: list[Scenario] = []
 
-    report(scenarios, args, len(body))
-    shutil.rmtree(work, ignore_errors=True)
+    def serve(port: int, **extra: str) -> AbstractContextManager[int]:
+        command = [str(BIN / "commerce-api"), "serve", "--port", str(port), "--no-dispatcher"]
+        return process(pinned(0, command), {**env, **extra}, port)
+
+    def run(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> None:
+        scenario = Scenario(backend, products, name, url.split(":", 2)[2].split("/", 1)[1])
+        wrk(url, headers, 2, args.connections, lua)  # warm-up
+        for _ in range(args.rounds):
+            result = wrk(url, headers, args.duration, args.connections, lua)
+            result.rss_mb = rss_mb(pid)
+            scenario.runs.append(result)
+        scenarios.append(scenario)
+
+    port = free_port()
+    with serve(port) as pid:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_snapshot(base, auth)
+        list_body = httpx.get(base + reads[0][1], headers=auth).content
+        detail_body = httpx.get(base + reads[3][1], headers=auth).content
+        for name, path in reads:
+            run(name, base + path, auth, pid)
+        run("create order", base + "/v1/orders", auth, pid, str(script))
+    port = free_port()
+    with serve(port, COMMERCE_RATE_LIMIT_ENABLED="false") as pid:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_snapshot(base, auth)
+        run("list, first page, rate limiter off", base + reads[0][1], auth, pid)
+
+    (work / "list.json").write_bytes(list_body)
+    (work / "detail.json").write_bytes(detail_body)
+    port = free_port()
+    ceiling = [str(BIN / "uvicorn"), "bench.ceiling:app", "--port", str(port)]
+    ceiling += ["--no-access-log", "--log-level", "warning"]
+    ceiling_env = {
+        **env,
+        "BENCH_CEILING_LIST": str(work / "list.json"),
+        "BENCH_CEILING_DETAIL": str(work / "detail.json"),
+        "PYTHONPATH": str(ROOT),
+    }
+    with process(pinned(0, ceiling), ceiling_env, port) as pid:
+        base = f"http://127.0.0.1:{port}"
+        run("ceiling: list page bytes", base + reads[0][1], {}, pid)
+        run("ceiling: product bytes", base + reads[3][1], {}, pid)
+    return scenarios
 
 
-def report(scenarios: dict[str, Scenario], args: argparse.Namespace, body_bytes: int) -> None:
-    ceiling = scenarios["ceiling app (same bytes)"].median("requests_per_second")
-    on = scenarios["GET /v1/products?limit=20 (rate limiter on)"].median("requests_per_second")
-    off = scenarios["GET /v1/products?limit=20 (rate limiter off)"].median("requests_per_second")
+def wait_for_snapshot(base: str, auth: dict[str, str]) -> None:
+    """Let the catalogue snapshot build before measuring (bounded)."""
+    deadline = time.monotonic() + 120
+    previous = None
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        httpx.get(base + "/v1/products?limit=20", headers=auth)
+        elapsed = time.perf_counter() - started
+        if previous is not None and elapsed < 0.005 and previous < 0.005:
+            return
+        previous = elapsed
+        time.sleep(0.2)
+
+
+def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
+    ceiling_name = (
+        "ceiling: product bytes" if "by id" in scenario.name else "ceiling: list page bytes"
+    )
+    for other in scenarios:
+        if (other.backend, other.products, other.name) == (
+            scenario.backend,
+            scenario.products,
+            ceiling_name,
+        ):
+            return scenario.median("requests_per_second") / other.median("requests_per_second")
+    return None
+
+
+def report(scenarios: list[Scenario], args: argparse.Namespace) -> None:
     lines = [
         f"Interpreter: {platform.python_implementation()} {platform.python_version()} "
-        f"({sys.executable}); {os.cpu_count()} CPUs; {args.connections} connections; "
-        f"{args.rounds} rounds x {args.duration} s; {args.products} products; "
-        f"page {body_bytes} bytes",
+        f"({sys.executable}); {os.cpu_count()} CPUs; wrk -t1 -c{args.connections}; "
+        f"{args.rounds} rounds x {args.duration} s; server pinned to CPU 0, wrk to CPU 1",
         "",
-        "| scenario | req/s median (min–max) | p50 ms | p99 ms | x ceiling |",
-        "|---|---|---|---|---|",
+        "| backend | products | scenario | req/s median (min-max) | p50 ms | p99 ms "
+        "| x ceiling | RSS MB | non-2xx |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for scenario in scenarios.values():
-        low, high = scenario.spread("requests_per_second")
-        rate = scenario.median("requests_per_second")
+    for s in scenarios:
+        low, high = s.spread("requests_per_second")
+        ratio = ratio_to_ceiling(s, scenarios)
         lines.append(
-            f"| {scenario.name} | {rate:,.0f} ({low:,.0f}–{high:,.0f}) | "
-            f"{scenario.median('p50_ms'):.2f} | {scenario.median('p99_ms'):.2f} | "
-            f"{rate / ceiling:.3f} |"
+            f"| {s.backend} | {s.products:,} | {s.name} | "
+            f"{s.median('requests_per_second'):,.0f} ({low:,.0f}-{high:,.0f}) | "
+            f"{s.median('p50_ms'):.2f} | {s.median('p99_ms'):.2f} | "
+            f"{'' if ratio is None or 'ceiling' in s.name else f'{ratio:.3f}'} | "
+            f"{s.median('rss_mb'):.0f} | {sum(r.non_2xx for r in s.runs)} |"
         )
-    lines += ["", f"Rate limiter cost: limiter on = {on / off:.3f} x limiter off."]
     text = "\n".join(lines)
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -253,18 +412,75 @@ def report(scenarios: dict[str, Scenario], args: argparse.Namespace, body_bytes:
         json.dumps(
             {
                 "interpreter": sys.version,
+                "executable": sys.executable,
                 "args": vars(args),
-                "scenarios": {
-                    name: [asdict(run) for run in s.runs] for name, s in scenarios.items()
-                },
-                "ratios": {
-                    name: s.median("requests_per_second") / ceiling for name, s in scenarios.items()
-                },
-                "rate_limiter_on_over_off": on / off,
+                "scenarios": [
+                    {
+                        **{k: v for k, v in asdict(s).items() if k != "runs"},
+                        "runs": [asdict(r) for r in s.runs],
+                        "ratio_to_ceiling": ratio_to_ceiling(s, scenarios),
+                    }
+                    for s in scenarios
+                ],
             },
             indent=2,
         )
     )
+    chart(scenarios)
+
+
+def chart(scenarios: list[Scenario]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [s for s in scenarios if "ceiling" not in s.name]
+    labels = [f"{s.backend} {s.products:,}\n{s.name}" for s in measured]
+    ratios = [ratio_to_ceiling(s, scenarios) or 0.0 for s in measured]
+    figure, axis = plt.subplots(figsize=(12, 0.45 * len(labels) + 1.5))
+    axis.barh(range(len(labels)), ratios, color="#3b7dd8")
+    axis.axvline(0.5, color="#d83b3b", linestyle="--", label="target 0.5 x ceiling (reads)")
+    axis.set_yticks(range(len(labels)), labels, fontsize=7)
+    axis.invert_yaxis()
+    axis.set_xlabel("requests/s as a ratio to the ceiling app (same bytes, same server)")
+    for index, s in enumerate(measured):
+        axis.text(
+            ratios[index] + 0.005,
+            index,
+            f"{s.median('requests_per_second'):,.0f}/s  p99 {s.median('p99_ms'):.1f} ms",
+            va="center",
+            fontsize=7,
+        )
+    axis.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(RESULTS / "latest.png", dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,100000", help="catalogue sizes, comma-separated")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
+    parser.add_argument("--connections", type=int, default=32)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("make bench needs wrk: `sudo apt-get install wrk` (Debian/Ubuntu).")
+    backends = args.backends.split(",")
+    if "postgresql" in backends and not postgres_and_redis_available():
+        print("PostgreSQL or Redis unreachable: measuring the embedded default only.")
+        backends = [b for b in backends if b != "postgresql"]
+    work = Path(tempfile.mkdtemp(prefix="commerce-bench-"))
+    scenarios: list[Scenario] = []
+    try:
+        for backend in backends:
+            for size in (int(s) for s in args.sizes.split(",")):
+                print(f"== {backend}, {size:,} products", flush=True)
+                scenarios += bench_backend(backend, size, args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(scenarios, args)
 
 
 if __name__ == "__main__":

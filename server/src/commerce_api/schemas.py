@@ -73,9 +73,14 @@ def _whole_number(value: object) -> object:
 WholeNumber = BeforeValidator(_whole_number)
 
 
-def drop_null_from_schema(schema: dict[str, Any]) -> None:
-    """For PATCH bodies: optional fields may be omitted, but null is not accepted."""
-    for prop in schema.get("properties", {}).values():
+def drop_null_from_schema(
+    schema: dict[str, Any], _model: object = None, *, keep: frozenset[str] = frozenset()
+) -> None:
+    """For PATCH bodies: optional fields may be omitted, but null is not accepted (except for
+    the fields in ``keep``, where null clears the value)."""
+    for name, prop in schema.get("properties", {}).items():
+        if name in keep:
+            continue
         variants = prop.get("anyOf")
         if variants and {"type": "null"} in variants:
             rest = [v for v in variants if v != {"type": "null"}]

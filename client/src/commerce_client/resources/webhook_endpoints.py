@@ -101,7 +101,8 @@ class WebhookEndpoints(SyncResource):
     def rotate_secret(
         self, id: str, *, idempotency_key: str | None = None
     ) -> WebhookEndpointWithSecret:
-        """A new signing secret for the endpoint (returned once); the old one stops working."""
+        """A new signing secret (returned once). For 24 hours deliveries are signed with both
+        the old and the new secret, so your receiver can switch without missing events."""
         return WebhookEndpointWithSecret.from_dict(
             self._client._request(
                 "POST",

@@ -67,11 +67,15 @@ class WebhookEndpointUpdate(RequestModel):
     """Fields to change; omitted fields keep their value. `enabled: true` re-enables an
     endpoint that was disabled (and resets its failure count)."""
 
-    model_config = ConfigDict(json_schema_extra=drop_null_from_schema)
+    model_config = ConfigDict(
+        json_schema_extra=lambda schema: drop_null_from_schema(
+            schema, keep=frozenset({"description"})
+        )
+    )
 
     url: ReceiverURL | None = None
     events: EventTypes | None = None
-    description: Description | None = None
+    description: Description | None = Field(default=None, description="null clears it.")
     enabled: bool | None = None
 
     @field_validator("url", "events", "enabled", mode="before")

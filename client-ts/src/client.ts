@@ -1,0 +1,275 @@
+/** `CommerceClient`: configuration, the request loop with retries, and errors. */
+
+import { APIConnectionError, APITimeoutError, CommerceError, errorFromResponse } from "./errors.js";
+import { OPERATIONS, type OperationId, type Operations } from "./generated/schema.js";
+import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
+import { Events } from "./resources/events.js";
+import { Orders } from "./resources/orders.js";
+import { Products } from "./resources/products.js";
+import { WebhookEndpoints } from "./resources/webhook-endpoints.js";
+import { DEFAULT_MAX_RETRIES, backoffDelayMs, delayForResponseMs, isRepeatable } from "./retry.js";
+import type { Environment } from "./types.js";
+import { VERSION } from "./version.js";
+
+export const BASE_URLS: Readonly<Record<Environment, string>> = Object.freeze({
+  production: "https://api.commerce.example/v1",
+  sandbox: "https://sandbox.api.commerce.example/v1",
+});
+
+export const KEY_PREFIXES: Readonly<Record<Environment, string>> = Object.freeze({
+  production: "sk_live_",
+  sandbox: "sk_sandbox_",
+});
+
+/** Milliseconds, for each attempt of a request. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+export interface ClientOptions {
+  /** `sk_sandbox_…` or `sk_live_…`; default: the `COMMERCE_API_KEY` environment variable. */
+  apiKey?: string;
+  /** Default: `COMMERCE_ENVIRONMENT`, else the key's (`sk_live_…` → production,
+   * `sk_sandbox_…` → sandbox). */
+  environment?: Environment;
+  /** Overrides the environment's URL; must end in `/v1`. Default: `COMMERCE_BASE_URL`. */
+  baseUrl?: string;
+  /** Retries after a connection error, a timeout, a 429, a 5xx or an in-flight idempotency
+   * key: default 2, so at most 3 attempts. */
+  maxRetries?: number;
+  /** Milliseconds per attempt (default 30,000). */
+  timeoutMs?: number;
+  /** A `fetch` implementation (default: the global one), e.g. one with a proxy dispatcher. */
+  fetch?: typeof fetch;
+}
+
+/** Per-call options of the methods that send a POST. */
+export interface RequestOptions {
+  /** Sent as `Idempotency-Key`; generated (a random UUID) when omitted, and reused by every
+   * retry of the call. Pass your own to make a retry across calls or processes safe. */
+  idempotencyKey?: string;
+}
+
+type Query = Record<string, string | number | boolean | null | undefined>;
+
+/** What {@link CommerceClient._request} takes for operation `K`. */
+export type RequestArgs<K extends OperationId> = {
+  pathParams?: Operations[K]["pathParams"];
+  query?: Operations[K]["query"];
+  body?: Operations[K]["body"];
+  idempotencyKey?: string | undefined;
+};
+
+function processEnv(name: string): string | undefined {
+  const value = globalThis.process?.env?.[name];
+  return value === "" ? undefined : value;
+}
+
+function keyEnvironment(apiKey: string): Environment | null {
+  for (const [environment, prefix] of Object.entries(KEY_PREFIXES) as [Environment, string][]) {
+    if (apiKey.startsWith(prefix)) return environment;
+  }
+  return null;
+}
+
+function isEnvironment(value: string): value is Environment {
+  return Object.hasOwn(BASE_URLS, value);
+}
+
+function userAgent(): string {
+  const node = globalThis.process?.versions?.node;
+  return `commerce-client-ts/${VERSION}${node ? ` node/${node}` : ""}`;
+}
+
+/** `/orders/{id}/cancel` with each id percent-encoded, so an id can never reach another route. */
+function expandPath(template: string, ids: readonly unknown[]): string {
+  let index = 0;
+  const path = template.replace(/\{[^}]+\}/g, () => {
+    const value = ids[index++];
+    if (typeof value !== "string" || value === "") {
+      throw new TypeError(`expected a non-empty id string, got ${JSON.stringify(value)}`);
+    }
+    return encodeURIComponent(value);
+  });
+  if (index !== ids.length) throw new TypeError(`${template} takes ${index} ids, got ${ids.length}`);
+  return path;
+}
+
+function isTimeout(error: unknown): boolean {
+  return error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+}
+
+function describe(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
+  return `${error.name}: ${error.message}${cause}`;
+}
+
+/**
+ * The Commerce API.
+ *
+ * ```ts
+ * const client = new CommerceClient({ apiKey: "sk_sandbox_…", environment: "sandbox" });
+ * for await (const product of client.products.listAll({ category: "books" })) { … }
+ * ```
+ *
+ * Configuration mistakes (no key, an unknown environment, a `baseUrl` without `/v1`, a key for
+ * the other environment) throw a `TypeError` here, before any request.
+ */
+export class CommerceClient {
+  readonly environment: Environment;
+  readonly baseUrl: string;
+  readonly maxRetries: number;
+  readonly timeoutMs: number;
+  /** `X-RateLimit-*` of the last response received (an error's too), or null before any. */
+  lastRateLimit: RateLimitInfo | null = null;
+
+  readonly products: Products;
+  readonly orders: Orders;
+  readonly webhookEndpoints: WebhookEndpoints;
+  readonly events: Events;
+
+  readonly #apiKey: string;
+  readonly #fetch: typeof fetch;
+
+  /** The pause between attempts (a seam for tests). @internal */
+  _sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  constructor(options: ClientOptions = {}) {
+    const apiKey = options.apiKey ?? processEnv("COMMERCE_API_KEY");
+    if (typeof apiKey !== "string" || apiKey === "") {
+      throw new TypeError("No API key: pass { apiKey } or set the COMMERCE_API_KEY environment variable.");
+    }
+    const keyEnv = keyEnvironment(apiKey);
+    const chosen: string | null = options.environment ?? processEnv("COMMERCE_ENVIRONMENT") ?? keyEnv;
+    if (chosen === null) {
+      throw new TypeError(
+        'No environment: pass { environment: "sandbox" } or "production", or set COMMERCE_ENVIRONMENT ' +
+          "(it is also inferred from sk_sandbox_/sk_live_ keys).",
+      );
+    }
+    if (!isEnvironment(chosen)) {
+      throw new TypeError(`environment must be "production" or "sandbox", not ${JSON.stringify(chosen)}.`);
+    }
+    this.environment = chosen;
+    if (keyEnv !== null && keyEnv !== chosen) {
+      throw new TypeError(
+        `This API key (${KEY_PREFIXES[keyEnv]}…) is a ${keyEnv} key, but the client is configured for ` +
+          `${chosen}. Use a ${KEY_PREFIXES[chosen]}… key, or environment: "${keyEnv}".`,
+      );
+    }
+    const url = (options.baseUrl ?? processEnv("COMMERCE_BASE_URL") ?? BASE_URLS[chosen]).replace(/\/+$/, "");
+    if (!url.endsWith("/v1")) {
+      throw new TypeError(`baseUrl must end with the API version, /v1 (got ${JSON.stringify(url)}).`);
+    }
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new TypeError(`baseUrl must be an absolute http(s) URL (got ${JSON.stringify(url)}).`);
+    }
+    if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
+      throw new TypeError(`baseUrl must be an http(s) URL (got ${JSON.stringify(url)}).`);
+    }
+    const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+    if (!Number.isInteger(maxRetries) || maxRetries < 0) {
+      throw new TypeError(`maxRetries must be an integer >= 0, not ${String(maxRetries)}.`);
+    }
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+      throw new TypeError(`timeoutMs must be a number of milliseconds > 0, not ${String(timeoutMs)}.`);
+    }
+    const fetchImpl = options.fetch ?? globalThis.fetch;
+    if (typeof fetchImpl !== "function") {
+      throw new TypeError("No fetch: use Node.js >= 20, or pass { fetch }.");
+    }
+    this.#apiKey = apiKey;
+    this.#fetch = fetchImpl;
+    this.baseUrl = url;
+    this.maxRetries = maxRetries;
+    this.timeoutMs = timeoutMs;
+    this.products = new Products(this);
+    this.orders = new Orders(this);
+    this.webhookEndpoints = new WebhookEndpoints(this);
+    this.events = new Events(this);
+  }
+
+  /** Never shows the key. */
+  toString(): string {
+    return `CommerceClient(environment=${this.environment}, baseUrl=${this.baseUrl})`;
+  }
+
+  toJSON(): { environment: Environment; baseUrl: string } {
+    return { environment: this.environment, baseUrl: this.baseUrl };
+  }
+
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return this.toString();
+  }
+
+  /**
+   * Sends operation `operation` of the API, with retries; resolves to its decoded body.
+   * Used by the resources; @internal
+   */
+  async _request<K extends OperationId>(operation: K, args: RequestArgs<K> = {}): Promise<Operations[K]["response"]> {
+    const { method, path } = OPERATIONS[operation];
+    let url = this.baseUrl + expandPath(path, args.pathParams ?? []);
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries((args.query ?? {}) as Query)) {
+      if (value !== undefined && value !== null) query.append(name, String(value));
+    }
+    if ([...query.keys()].length) url += `?${query.toString()}`;
+
+    const headers = new Headers({
+      Authorization: `Bearer ${this.#apiKey}`,
+      Accept: "application/json",
+      "User-Agent": userAgent(),
+    });
+    if (method === "POST") {
+      // One key per call, reused by every retry of it: what makes retrying a POST safe.
+      headers.set("Idempotency-Key", args.idempotencyKey ?? crypto.randomUUID());
+    }
+    let body: string | undefined;
+    if (args.body !== undefined) {
+      body = JSON.stringify(args.body);
+      headers.set("Content-Type", "application/json");
+    }
+    const repeatable = isRepeatable(method, headers);
+
+    for (let retriesDone = 0; ; retriesDone++) {
+      let response: Response;
+      let text: string;
+      try {
+        response = await this.#fetch(url, { method, headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
+        text = await response.text();
+      } catch (error) {
+        if (!repeatable || retriesDone >= this.maxRetries) throw connectionError(error, method, url);
+        await this._sleep(backoffDelayMs(retriesDone));
+        continue;
+      }
+      this.lastRateLimit = rateLimitFromHeaders(response.headers);
+      if (response.ok) return decode(response, text) as Operations[K]["response"];
+      const delay = repeatable && retriesDone < this.maxRetries ? delayForResponseMs(response, text, retriesDone) : null;
+      if (delay === null) throw errorFromResponse(response, text);
+      await this._sleep(delay);
+    }
+  }
+}
+
+function connectionError(error: unknown, method: string, url: string): APIConnectionError {
+  if (isTimeout(error)) {
+    return new APITimeoutError(`The request to ${method} ${url} timed out.`, { cause: error });
+  }
+  return new APIConnectionError(`The request to ${method} ${url} failed (${describe(error)}).`, { cause: error });
+}
+
+function decode(response: Response, text: string): unknown {
+  if (response.status === 204 || text === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new CommerceError(`The API answered ${response.status} with a body that is not JSON.`, {
+      statusCode: response.status,
+      requestId: response.headers.get("x-request-id"),
+      cause: error,
+    });
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * Every error this library throws. Catch {@link CommerceError} to catch them all:
+ *
+ * ```text
+ * CommerceError                      code, message, details, statusCode, requestId, rateLimit
+ * ├── APIConnectionError             no response: DNS, refused connection, reset, timeout
+ * │   └── APITimeoutError            the request timed out
+ * ├── InvalidRequestError            400, 405, 413, 415 and any other 4xx not listed below
+ * │   ├── ConflictError              409: out of stock, illegal status change, or a request
+ * │   │                                   with the same Idempotency-Key still in flight
+ * │   └── IdempotencyError           422: Idempotency-Key reused with a different request
+ * ├── AuthenticationError            401: missing, unknown or revoked key
+ * │   └── PermissionDeniedError      403: a valid key without the right role
+ * ├── NotFoundError                  404
+ * ├── RateLimitError                 429, with retryAfter (seconds)
+ * ├── ServerError                    5xx
+ * └── WebhookVerificationError       verifyWebhook(): unsigned, tampered or stale delivery
+ * ```
+ *
+ * Mistakes in the client's configuration (a missing key, an unknown environment, a key for
+ * the other environment) are a `TypeError` thrown by the constructor, before any request.
+ */
+
+import type { ErrorDetail } from "./generated/schema.js";
+import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
+
+/** The API's error codes (`error.code` of an error body). */
+export type ErrorCode = ErrorDetail["code"];
+
+export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
+
+export interface CommerceErrorInit {
+  code?: string | null;
+  details?: string;
+  statusCode?: number | null;
+  requestId?: string | null;
+  rateLimit?: RateLimitInfo | null;
+  cause?: unknown;
+}
+
+/** The root of every error thrown by this library. */
+export class CommerceError extends Error {
+  /** The API's error code (`invalid_request`, `unauthorized`, `not_found`, `rate_limited`,
+   * `server_error`); null when there was no API response. */
+  readonly code: ErrorCode | (string & {}) | null;
+  /** Specifics: the offending parameter (`items[0].quantity`), or a server error's request id. */
+  readonly details: string;
+  /** The HTTP status, or null when there was no response. */
+  readonly statusCode: number | null;
+  /** `X-Request-Id` of the response: quote it to the operator. */
+  readonly requestId: string | null;
+  /** The rate-limit headers of the response, when it had them. */
+  readonly rateLimit: RateLimitInfo | null;
+
+  constructor(message: string, init: CommerceErrorInit = {}) {
+    super(message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = new.target.name;
+    this.code = init.code ?? null;
+    this.details = init.details ?? "";
+    this.statusCode = init.statusCode ?? null;
+    this.requestId = init.requestId ?? null;
+    this.rateLimit = init.rateLimit ?? null;
+  }
+
+  /** The message with the status, code, details and request id, when known. */
+  override toString(): string {
+    const facts = (
+      [
+        ["status", this.statusCode],
+        ["code", this.code],
+        ["details", this.details || null],
+        ["request id", this.requestId],
+      ] as const
+    )
+      .filter(([, value]) => value !== null)
+      .map(([name, value]) => `${name} ${value}`);
+    const text = facts.length ? `${this.message} (${facts.join(", ")})` : this.message;
+    return `${this.name}: ${text}`;
+  }
+}
+
+/** The API could not be reached, or the connection broke before a response. */
+export class APIConnectionError extends CommerceError {}
+
+/** The request timed out (see the client's `timeoutMs`). */
+export class APITimeoutError extends APIConnectionError {}
+
+/** The request is malformed or not allowed as sent; `details` names the parameter. */
+export class InvalidRequestError extends CommerceError {}
+
+/** 409: the request conflicts with the current state (stock, order status, or a request with
+ * the same `Idempotency-Key` still in flight). */
+export class ConflictError extends InvalidRequestError {}
+
+/** 422: the `Idempotency-Key` was already used with a different request. */
+export class IdempotencyError extends InvalidRequestError {}
+
+/** 401 or 403: the key is missing, invalid, revoked, or lacks the role. */
+export class AuthenticationError extends CommerceError {}
+
+/** 403: the key is valid but may not do this (a client key on an admin endpoint). */
+export class PermissionDeniedError extends AuthenticationError {}
+
+/** 404: no such resource (or it belongs to another account). */
+export class NotFoundError extends CommerceError {}
+
+/** 429: the account's quota for this window is spent. */
+export class RateLimitError extends CommerceError {
+  /** Seconds to wait before retrying (the `Retry-After` header), when given. */
+  readonly retryAfter: number | null;
+
+  constructor(message: string, init: CommerceErrorInit & { retryAfter?: number | null } = {}) {
+    super(message, init);
+    this.retryAfter = init.retryAfter ?? null;
+  }
+}
+
+/** 5xx: something failed on the server's side; `requestId` helps the operator. */
+export class ServerError extends CommerceError {}
+
+/** A webhook delivery is unsigned, its signature does not match, or it is stale. */
+export class WebhookVerificationError extends CommerceError {}
+
+type ErrorClass = new (message: string, init?: CommerceErrorInit) => CommerceError;
+
+function classForStatus(status: number): ErrorClass {
+  if (status === 401) return AuthenticationError;
+  if (status === 403) return PermissionDeniedError;
+  if (status === 404) return NotFoundError;
+  if (status === 409) return ConflictError;
+  if (status === 422) return IdempotencyError;
+  if (status === 429) return RateLimitError;
+  if (status >= 500) return ServerError;
+  return InvalidRequestError;
+}
+
+export interface ErrorEnvelope {
+  code: string | null;
+  message: string | null;
+  details: string;
+}
+
+/** `{code, message, details}` of an error body; nulls when it is not the API's envelope (a
+ * proxy's HTML page, say). */
+export function errorEnvelope(body: string): ErrorEnvelope {
+  let error: unknown;
+  try {
+    error = (JSON.parse(body) as { error?: unknown } | null)?.error;
+  } catch {
+    return { code: null, message: null, details: "" };
+  }
+  if (typeof error !== "object" || error === null) return { code: null, message: null, details: "" };
+  const { code, message, details } = error as Record<string, unknown>;
+  return {
+    code: typeof code === "string" ? code : null,
+    message: typeof message === "string" ? message : null,
+    details: typeof details === "string" ? details : "",
+  };
+}
+
+/** `Retry-After` in seconds (delta-seconds or an HTTP date), or null. */
+export function parseRetryAfter(headers: Headers, nowMs: number = Date.now()): number | null {
+  const value = headers.get("retry-after");
+  if (value === null || value.trim() === "") return null;
+  let seconds = Number(value.trim());
+  if (Number.isNaN(seconds)) {
+    const date = Date.parse(value);
+    if (Number.isNaN(date)) return null;
+    seconds = (date - nowMs) / 1000;
+  }
+  if (!Number.isFinite(seconds)) return null;
+  return Math.max(0, seconds);
+}
+
+/** A 409 meaning "a request with this Idempotency-Key is still running" (safe to retry), as
+ * opposed to out-of-stock or an illegal transition (not retried). */
+export function isIdempotencyInFlight(status: number, body: string): boolean {
+  return status === 409 && errorEnvelope(body).details === IDEMPOTENCY_KEY_HEADER;
+}
+
+/** The error for a non-2xx response whose body was `body`. */
+export function errorFromResponse(response: Response, body: string): CommerceError {
+  const { code, message, details } = errorEnvelope(body);
+  const status = response.status;
+  const init: CommerceErrorInit = {
+    code,
+    details,
+    statusCode: status,
+    requestId: response.headers.get("x-request-id"),
+    rateLimit: rateLimitFromHeaders(response.headers),
+  };
+  const text = message ?? `The API answered ${status} ${response.statusText}`.trimEnd() + ".";
+  const cls = classForStatus(status);
+  if (cls === RateLimitError) {
+    return new RateLimitError(text, { ...init, retryAfter: parseRetryAfter(response.headers) });
+  }
+  return new cls(text, init);
+}

@@ -1,0 +1,55 @@
+/** `client.orders`: place, read, cancel and fulfil orders. */
+
+import type { CommerceClient, RequestOptions } from "../client.js";
+import { type ListAllOptions, Page, iteratePages, pageSizeOf } from "../pagination.js";
+import type { Order, OrderCreateParams, OrderListParams } from "../types.js";
+
+export class Orders {
+  readonly #client: CommerceClient;
+
+  constructor(client: CommerceClient) {
+    this.#client = client;
+  }
+
+  /**
+   * Place an order; its stock is reserved at once (`ConflictError` when there is not enough).
+   * Retried safely: one `idempotencyKey` (generated when omitted) serves every retry of this
+   * call. Pass your own to make retries across calls or processes safe.
+   */
+  async create(params: OrderCreateParams, options: RequestOptions = {}): Promise<Order> {
+    const body: OrderCreateParams = {
+      customer_id: params.customer_id,
+      items: params.items.map((item) => ({ ...item })),
+      shipping_address: { ...params.shipping_address },
+    };
+    return this.#client._request("create_order", { body, idempotencyKey: options.idempotencyKey });
+  }
+
+  async get(id: string): Promise<Order> {
+    return this.#client._request("get_order", { pathParams: [id] });
+  }
+
+  /** One page of your orders, oldest first. `limit` defaults to 20 (max 100). */
+  async list(params: OrderListParams = {}): Promise<Page<Order>> {
+    return new Page(await this.#client._request("list_orders", { query: params }));
+  }
+
+  /** Every matching order (`for await`), fetching pages as the iteration reaches them. */
+  listAll(
+    params: Omit<OrderListParams, "limit" | "offset"> = {},
+    options?: ListAllOptions,
+  ): AsyncGenerator<Order, void, undefined> {
+    const limit = pageSizeOf(options);
+    return iteratePages((offset) => this.list({ ...params, limit, offset }));
+  }
+
+  /** Cancel a pending order and return its stock (`ConflictError` otherwise). */
+  async cancel(id: string, options: RequestOptions = {}): Promise<Order> {
+    return this.#client._request("cancel_order", { pathParams: [id], idempotencyKey: options.idempotencyKey });
+  }
+
+  /** Mark a pending order fulfilled: an admin key, or in the sandbox the owning client. */
+  async fulfill(id: string, options: RequestOptions = {}): Promise<Order> {
+    return this.#client._request("fulfill_order", { pathParams: [id], idempotencyKey: options.idempotencyKey });
+  }
+}

@@ -1,0 +1,69 @@
+/** `client.webhookEndpoints`: register the URLs your account's events are delivered to. */
+
+import type { CommerceClient, RequestOptions } from "../client.js";
+import type { WebhookEndpointUpdate } from "../generated/schema.js";
+import { type ListAllOptions, Page, iteratePages, pageSizeOf } from "../pagination.js";
+import type {
+  WebhookEndpoint,
+  WebhookEndpointCreateParams,
+  WebhookEndpointListParams,
+  WebhookEndpointUpdateParams,
+  WebhookEndpointWithSecret,
+} from "../types.js";
+
+export class WebhookEndpoints {
+  readonly #client: CommerceClient;
+
+  constructor(client: CommerceClient) {
+    this.#client = client;
+  }
+
+  /** Register `url` for `events` (every type when omitted or empty). The result's `secret`
+   * (`whsec_…`) is shown only now: store it to verify deliveries. */
+  async create(params: WebhookEndpointCreateParams, options: RequestOptions = {}): Promise<WebhookEndpointWithSecret> {
+    const body: WebhookEndpointCreateParams = { url: params.url };
+    if (params.events !== undefined) body.events = [...params.events];
+    if (params.description !== undefined && params.description !== null) body.description = params.description;
+    return this.#client._request("create_webhook_endpoint", { body, idempotencyKey: options.idempotencyKey });
+  }
+
+  async list(params: WebhookEndpointListParams = {}): Promise<Page<WebhookEndpoint>> {
+    return new Page(await this.#client._request("list_webhook_endpoints", { query: params }));
+  }
+
+  listAll(options?: ListAllOptions): AsyncGenerator<WebhookEndpoint, void, undefined> {
+    const limit = pageSizeOf(options);
+    return iteratePages((offset) => this.list({ limit, offset }));
+  }
+
+  async get(id: string): Promise<WebhookEndpoint> {
+    return this.#client._request("get_webhook_endpoint", { pathParams: [id] });
+  }
+
+  /** Change the given fields; the others keep their value. `enabled: true` re-enables an
+   * endpoint the API disabled; `description: null` clears the description. */
+  async update(id: string, params: WebhookEndpointUpdateParams): Promise<WebhookEndpoint> {
+    const body: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(params)) {
+      if (value !== undefined) body[name] = Array.isArray(value) ? [...value] : value;
+    }
+    // `description: null` is accepted by the server but not documented (see WebhookEndpointUpdateParams).
+    return this.#client._request("update_webhook_endpoint", {
+      pathParams: [id],
+      body: body as WebhookEndpointUpdate,
+    });
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.#client._request("delete_webhook_endpoint", { pathParams: [id] });
+  }
+
+  /** A new signing secret for the endpoint (returned once). For 24 hours deliveries are signed
+   * with both the old and the new secret, so receivers can switch without missing events. */
+  async rotateSecret(id: string, options: RequestOptions = {}): Promise<WebhookEndpointWithSecret> {
+    return this.#client._request("rotate_webhook_endpoint_secret", {
+      pathParams: [id],
+      idempotencyKey: options.idempotencyKey,
+    });
+  }
+}
