@@ -47,32 +47,28 @@ class Outcome:
 
     delivery_status: str  # pending (retry later), succeeded, failed
     next_attempt_at: datetime | None
-    disable_reason: str | None
-    endpoint_failed: bool
+    succeeded: bool
+    gone: bool  # the receiver answered 410: disable the endpoint
 
 
 def decide(
-    *,
-    status_code: int | None,
-    attempts_before: int,
-    consecutive_failures_before: int,
-    schedule: Sequence[int],
-    now: datetime,
+    *, status_code: int | None, attempts_before: int, schedule: Sequence[int], now: datetime
 ) -> Outcome:
-    """The retry policy, as a plain function: 2xx succeeds; 410 disables the endpoint; anything
-    else is retried after ``schedule[n]`` seconds until the schedule runs out, and the endpoint
-    is disabled after ``MAX_CONSECUTIVE_FAILURES`` failed attempts in a row."""
+    """The retry policy, as a plain function: 2xx succeeds; 410 fails and disables the endpoint;
+    anything else is retried after ``schedule[n]`` seconds until the schedule runs out.
+    (Disabling after ``MAX_CONSECUTIVE_FAILURES`` is counted in the database, atomically.)"""
     if status_code is not None and 200 <= status_code < 300:
-        return Outcome("succeeded", None, None, endpoint_failed=False)
+        return Outcome("succeeded", None, succeeded=True, gone=False)
     if status_code == 410:
-        return Outcome("failed", None, "The receiver answered 410 Gone.", endpoint_failed=True)
-    disable = None
-    if consecutive_failures_before + 1 >= MAX_CONSECUTIVE_FAILURES:
-        disable = f"{MAX_CONSECUTIVE_FAILURES} consecutive failed deliveries."
-    if attempts_before < len(schedule) and disable is None:
+        return Outcome("failed", None, succeeded=False, gone=True)
+    if attempts_before < len(schedule):
         retry_at = now + timedelta(seconds=schedule[attempts_before])
-        return Outcome("pending", retry_at, None, endpoint_failed=True)
-    return Outcome("failed", None, disable, endpoint_failed=True)
+        return Outcome("pending", retry_at, succeeded=False, gone=False)
+    return Outcome("failed", None, succeeded=False, gone=False)
+
+
+GONE_REASON = "The receiver answered 410 Gone."
+FAILURES_REASON = f"{MAX_CONSECUTIVE_FAILURES} consecutive failed deliveries."
 
 
 class Dispatcher:
@@ -171,7 +167,6 @@ class Dispatcher:
         outcome = decide(
             status_code=status_code,
             attempts_before=delivery.attempts,
-            consecutive_failures_before=endpoint.consecutive_failures,
             schedule=self.settings.webhook_retry_schedule,
             now=utcnow(),
         )
@@ -214,17 +209,16 @@ class Dispatcher:
         )
 
     async def _update_endpoint_health(self, conn: Any, endpoint: Any, outcome: Outcome) -> None:
-        values: dict[str, Any]
-        if not outcome.endpoint_failed:
-            if endpoint.consecutive_failures == 0:
-                return
-            values = {"consecutive_failures": 0}
-        else:
-            values = {"consecutive_failures": repository.endpoints.c.consecutive_failures + 1}
-        if outcome.disable_reason is not None:
-            values.update(enabled=False, disabled_reason=outcome.disable_reason)
-            logger.warning("disabled webhook endpoint %s: %s", endpoint.id, outcome.disable_reason)
-        await repository.update_endpoint(conn, endpoint.account_id, endpoint.id, values)
+        if outcome.succeeded:
+            await repository.reset_failures(conn, endpoint.id)
+            return
+        failures = await repository.count_failure(conn, endpoint.id)
+        reason = GONE_REASON if outcome.gone else None
+        if reason is None and failures >= MAX_CONSECUTIVE_FAILURES:
+            reason = FAILURES_REASON
+        if reason is not None:
+            await repository.disable_endpoint(conn, endpoint.id, reason)
+            logger.warning("disabled webhook endpoint %s: %s", endpoint.id, reason)
 
     async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
         async with self.db.write() as conn:
@@ -274,9 +268,12 @@ class Dispatcher:
             request = self._http.build_request(
                 "POST", url, content=body.encode(), headers=headers, extensions=extensions
             )
-            response = await self._http.send(request, stream=True)
-            await response.aclose()
-        except httpx.TimeoutException:
+            # httpx bounds each connect/read/write; this bounds the attempt as a whole, so a
+            # receiver that trickles its answer cannot hold a slot (or outlive the claim).
+            async with asyncio.timeout(self.settings.webhook_timeout_seconds):
+                response = await self._http.send(request, stream=True)
+                await response.aclose()
+        except (httpx.TimeoutException, TimeoutError):
             return None, "Timed out."
         except httpx.HTTPError as exc:
             return None, f"{type(exc).__name__}: {exc}"[:_ERROR_LENGTH] or type(exc).__name__

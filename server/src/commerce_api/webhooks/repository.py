@@ -66,6 +66,34 @@ async def update_endpoint(
     return result.first() is not None
 
 
+async def count_failure(conn: AsyncConnection, endpoint_id: str) -> int:
+    """One more consecutive failure for the endpoint; returns the new count (atomically, so
+    concurrent attempts each see their own)."""
+    result = await conn.execute(
+        update(endpoints)
+        .where(endpoints.c.id == endpoint_id)
+        .values(consecutive_failures=endpoints.c.consecutive_failures + 1)
+        .returning(endpoints.c.consecutive_failures)
+    )
+    return int(result.scalar_one())
+
+
+async def reset_failures(conn: AsyncConnection, endpoint_id: str) -> None:
+    await conn.execute(
+        update(endpoints)
+        .where(endpoints.c.id == endpoint_id, endpoints.c.consecutive_failures != 0)
+        .values(consecutive_failures=0)
+    )
+
+
+async def disable_endpoint(conn: AsyncConnection, endpoint_id: str, reason: str) -> None:
+    await conn.execute(
+        update(endpoints)
+        .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
+        .values(enabled=False, disabled_reason=reason)
+    )
+
+
 async def endpoint_by_id(conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
     return (await conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id))).first()
 
@@ -93,14 +121,9 @@ async def enqueue(
         reset = await conn.execute(
             update(deliveries)
             .where(deliveries.c.event_id == event_id, deliveries.c.endpoint_id == endpoint_id)
-            .values(
-                status="pending",
-                attempts=0,
-                next_attempt_at=now,
-                claim_token=None,
-                claimed_until=None,
-                updated_at=now,
-            )
+            # A claim in progress is left alone: its holder records its attempt and the outcome,
+            # and no second dispatcher can start on the pair meanwhile.
+            .values(status="pending", attempts=0, next_attempt_at=now, updated_at=now)
             .returning(deliveries.c.event_id)
         )
         if reset.first() is None:

@@ -1,0 +1,805 @@
+"""The webhook dispatcher against real HTTP receivers, on both backends.
+
+DESIGN.md ("Webhooks"): deliveries follow Standard Webhooks (``webhook-id``,
+``webhook-timestamp``, ``webhook-signature``; any Standard Webhooks library verifies them);
+the envelope is ``{id, type, created_at, data}``; any 2xx succeeds, anything else is retried on
+the schedule with the same ``webhook-id``; redirects are not followed; ``410 Gone`` disables
+the endpoint, so do 10 consecutive failures; a delivery claimed by a dispatcher that dies
+becomes due again when its claim expires; at delivery the receiver URL is checked again
+against the private-address policy.
+
+Dispatchers are driven directly (``run_once`` for a single pass, ``run`` in a task where the
+loop itself is under test). The receivers are real HTTP servers on 127.0.0.1 (see
+``tests/webhook_receiver.py``), and every delivery they get is verified with
+``standardwebhooks`` as an integrator would. Data is set up through the services: an account
+and a client principal, a product, endpoints (``webhooks.service.create_endpoint``) and orders
+(``orders.service.create_order``, which records ``order.created`` and its deliveries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+from standardwebhooks.webhooks import WebhookVerificationError
+
+from commerce_api.accounts import service as accounts
+from commerce_api.accounts.service import Principal
+from commerce_api.catalog import repository as catalog
+from commerce_api.crypto import SecretBox
+from commerce_api.db import Database
+from commerce_api.ids import new_id
+from commerce_api.orders import service as orders
+from commerce_api.orders.schemas import OrderCreate
+from commerce_api.settings import Settings
+from commerce_api.tables import events, webhook_deliveries, webhook_endpoints
+from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.webhooks import repository
+from commerce_api.webhooks import service as webhooks
+from commerce_api.webhooks.dispatcher import MAX_CONSECUTIVE_FAILURES, Dispatcher
+from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
+from tests.conftest import make_settings
+from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
+
+ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
+MAX_PASSES = 20  # run_once calls per drain: far more than any test needs
+
+
+@dataclass
+class World:
+    """One account with a client principal and a product, on one backend's database."""
+
+    db: Database
+    database_url: str
+    principal: Principal
+    product_id: str
+    dispatchers: list[Dispatcher] = field(default_factory=list)
+    receivers: list[Receiver] = field(default_factory=list)
+    secrets: dict[str, list[str]] = field(default_factory=dict)  # receiver URL → its secrets
+
+    def watch(self, receiver: Receiver) -> Receiver:
+        """At teardown, every request this receiver got must verify with its URL's secret."""
+        self.receivers.append(receiver)
+        return receiver
+
+    def verify_everything_received(self) -> None:
+        for receiver in self.receivers:
+            for request in receiver.requests():
+                known = self.secrets.get(receiver.base_url + request.path, [])
+                assert known, f"a request to {request.path} that no endpoint stands for"
+                errors: list[Exception] = []
+                for secret in known:
+                    try:
+                        payload = request.verify(secret)
+                    except WebhookVerificationError as exc:
+                        errors.append(exc)
+                        continue
+                    assert payload["id"] == request.webhook_id
+                    break
+                else:
+                    raise AssertionError(f"a delivery that does not verify: {errors}")
+
+    def settings(self, **overrides: object) -> Settings:
+        values: dict[str, object] = {
+            "webhook_retry_schedule": (0, 0, 0),
+            "webhook_poll_seconds": 0.05,
+            "webhook_timeout_seconds": 1.0,
+            "webhook_allow_private_urls": True,
+            **overrides,
+        }
+        return make_settings(self.database_url, **values)
+
+    @property
+    def box(self) -> SecretBox:
+        secret_key = self.settings().secret_key
+        assert secret_key is not None
+        return SecretBox(secret_key)
+
+    def dispatcher(self, db: Database | None = None, **overrides: object) -> Dispatcher:
+        """A dispatcher on this database (closed at teardown)."""
+        dispatcher = Dispatcher(self.settings(**overrides), db or self.db, self.box)
+        self.dispatchers.append(dispatcher)
+        return dispatcher
+
+    async def endpoint(self, url: str, events: list[str] | None = None) -> tuple[str, str]:
+        """A new endpoint through the service: (id, secret)."""
+        data = WebhookEndpointCreate.model_validate({"url": url, "events": events or []})
+        async with self.db.write() as conn:
+            created = await webhooks.create_endpoint(
+                conn, self.principal, data, self.settings(), self.box
+            )
+        self.secrets.setdefault(url, []).append(created["secret"])
+        return created["id"], created["secret"]
+
+    async def order(self) -> tuple[dict[str, Any], str]:
+        """A new order through the service: (the order record, its order.created event id)."""
+        data = OrderCreate.model_validate(
+            {
+                "customer_id": "cus_1",
+                "items": [{"product_id": self.product_id, "quantity": 1}],
+                "shipping_address": ADDRESS,
+            }
+        )
+        async with self.db.write() as conn:
+            order = await orders.create_order(conn, self.principal, data, "USD")
+        return order, await self.latest_event_id()
+
+    async def fulfil(self, order_id: str) -> str:
+        async with self.db.write() as conn:
+            await orders.fulfill_order(conn, self.principal, order_id, "sandbox")
+        return await self.latest_event_id()
+
+    async def latest_event_id(self) -> str:
+        async with self.db.read() as conn:
+            event_id = await conn.scalar(
+                select(events.c.id)
+                .where(events.c.account_id == self.principal.account_id)
+                .order_by(events.c.created_at.desc(), events.c.id.desc())
+                .limit(1)
+            )
+        assert isinstance(event_id, str)
+        return event_id
+
+    async def event(self, event_id: str) -> Any:
+        async with self.db.read() as conn:
+            return await repository.get_event(conn, event_id)
+
+    async def delivery(self, event_id: str, endpoint_id: str) -> Any:
+        async with self.db.read() as conn:
+            rows = await repository.deliveries_of(conn, event_id)
+        matching = [row for row in rows if row.endpoint_id == endpoint_id]
+        assert len(matching) == 1, f"deliveries of {event_id}: {rows}"
+        return matching[0]
+
+    async def deliveries(self, event_id: str) -> list[Any]:
+        async with self.db.read() as conn:
+            return await repository.deliveries_of(conn, event_id)
+
+    async def attempts(self, event_id: str, endpoint_id: str | None = None) -> list[Any]:
+        async with self.db.read() as conn:
+            rows = await repository.attempts_of(conn, event_id)
+        return [row for row in rows if endpoint_id is None or row.endpoint_id == endpoint_id]
+
+    async def endpoint_row(self, endpoint_id: str) -> Any:
+        async with self.db.read() as conn:
+            return await repository.endpoint_by_id(conn, endpoint_id)
+
+    async def set_endpoint(self, endpoint_id: str, **values: object) -> None:
+        async with self.db.write() as conn:
+            await conn.execute(
+                update(webhook_endpoints)
+                .where(webhook_endpoints.c.id == endpoint_id)
+                .values(**values)
+            )
+
+
+@pytest.fixture
+async def world(db: Database, database_url: str) -> AsyncIterator[World]:
+    now = utcnow()
+    product_id = new_id("prod")
+    async with db.write() as conn:
+        account_id = await accounts.create_account(conn, "Webhook receiver account")
+        key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
+        await catalog.insert(
+            conn,
+            {
+                "id": product_id,
+                "name": "Widget",
+                "description": "",
+                "price_minor": 1999,
+                "category": "webhooks",
+                "inventory_count": 10_000,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+    principal = Principal(key_id=key.id, account_id=account_id, role="client", tier="development")
+    state = World(db=db, database_url=database_url, principal=principal, product_id=product_id)
+    try:
+        yield state
+    finally:
+        for dispatcher in state.dispatchers:
+            # stop() then run(): the loop does not start; run() releases claims and closes
+            # its HTTP client (that is how every dispatcher ends).
+            dispatcher.stop()
+            await asyncio.wait_for(dispatcher.run(), timeout=10)
+    # Every delivery any receiver got verifies, as an integrator's receiver would check.
+    state.verify_everything_received()
+
+
+@pytest.fixture
+def receiver(world: World) -> Iterator[Receiver]:
+    with running_receiver() as running:
+        yield world.watch(running)
+
+
+async def drain(dispatcher: Dispatcher, *, passes: int = MAX_PASSES) -> int:
+    """Run passes until one finds nothing due; returns how many deliveries were attempted."""
+    total = 0
+    for _ in range(passes):
+        done = await dispatcher.run_once()
+        if done == 0:
+            return total
+        total += done
+    raise AssertionError(f"still finding due deliveries after {passes} passes")
+
+
+def assert_standard_headers(request: Any, event_id: str) -> None:
+    assert request.method == "POST"
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["webhook-id"] == event_id
+    timestamp = int(request.headers["webhook-timestamp"])
+    assert abs(timestamp - time.time()) < 30
+    assert request.headers["webhook-signature"].startswith("v1,")
+
+
+# --- a delivery ---------------------------------------------------------------------------------
+
+
+async def test_delivery_is_a_signed_envelope_of_the_event(world: World, receiver: Receiver) -> None:
+    endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
+    order, event_id = await world.order()
+    dispatcher = world.dispatcher()
+
+    assert await dispatcher.run_once() == 1
+
+    [request] = receiver.requests()
+    assert request.path == "/hook"
+    assert_standard_headers(request, event_id)
+    assert len(request.headers["webhook-signature"].split(" ")) == 1
+    payload = request.verify(secret)  # as an integrator's receiver would
+    event = await world.event(event_id)
+    assert payload == {
+        "id": event_id,
+        "type": "order.created",
+        "created_at": format_timestamp(event.created_at),
+        "data": order,
+    }
+    assert payload == webhooks.render_event(event)  # what GET /v1/events/{id} shows
+    assert payload["data"]["id"] == order["id"]
+    with pytest.raises(WebhookVerificationError):
+        request.verify(f"whsec_{'A' * 43}=")  # another secret does not verify
+
+    [attempt] = await world.attempts(event_id)
+    assert attempt.endpoint_id == endpoint_id
+    assert attempt.status_code == 200
+    assert attempt.error is None
+    assert isinstance(attempt.duration_ms, int)
+    assert attempt.duration_ms >= 0
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("succeeded", 1, None)
+    assert (delivery.claim_token, delivery.claimed_until) == (None, None)
+
+    assert await dispatcher.run_once() == 0  # nothing more is due
+    assert len(receiver.requests()) == 1
+
+
+async def test_each_subscribed_endpoint_gets_its_own_signed_delivery(
+    world: World, receiver: Receiver
+) -> None:
+    first_id, first_secret = await world.endpoint(receiver.url("/first"))
+    second_id, second_secret = await world.endpoint(receiver.url("/second"), ["order.created"])
+    await world.endpoint(receiver.url("/other"), ["order.canceled"])  # not subscribed
+    _, event_id = await world.order()
+
+    assert await drain(world.dispatcher()) == 2
+
+    assert sorted(r.path for r in receiver.requests()) == ["/first", "/second"]
+    [first] = receiver.requests("/first")
+    [second] = receiver.requests("/second")
+    assert first.verify(first_secret) == second.verify(second_secret)
+    with pytest.raises(WebhookVerificationError):
+        first.verify(second_secret)
+    for endpoint_id in (first_id, second_id):
+        assert (await world.delivery(event_id, endpoint_id)).status == "succeeded"
+
+
+async def test_fulfilment_is_delivered_as_order_fulfilled(world: World, receiver: Receiver) -> None:
+    _, secret = await world.endpoint(receiver.url())
+    order, _ = await world.order()
+    event_id = await world.fulfil(order["id"])
+
+    assert await drain(world.dispatcher()) == 2
+
+    # Claimed in one pass, sent side by side: no order between them is promised.
+    payloads = {p["type"]: p for p in (r.verify(secret) for r in receiver.requests())}
+    assert sorted(payloads) == ["order.created", "order.fulfilled"]
+    assert payloads["order.fulfilled"]["id"] == event_id
+    assert payloads["order.fulfilled"]["data"]["status"] == "fulfilled"
+    assert payloads["order.created"]["data"]["status"] == "pending"
+
+
+# --- retries ------------------------------------------------------------------------------------
+
+
+async def test_a_500_is_retried_with_the_same_id_until_the_schedule_runs_out(
+    world: World, receiver: Receiver
+) -> None:
+    receiver.reply("/hook", Reply(500))
+    endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+
+    # Schedule 0,0,0: the first attempt and three retries, each due at once.
+    assert await drain(world.dispatcher(webhook_retry_schedule=(0, 0, 0))) == 4
+
+    requests = receiver.requests()
+    assert len(requests) == 4
+    for request in requests:
+        assert_standard_headers(request, event_id)  # the same webhook-id every time
+        assert request.verify(secret)["id"] == event_id
+    attempts = await world.attempts(event_id, endpoint_id)
+    assert [(a.status_code, a.error) for a in attempts] == [(500, "HTTP 500")] * 4
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("failed", 4, None)
+    endpoint = await world.endpoint_row(endpoint_id)
+    assert endpoint.consecutive_failures == 4
+    assert endpoint.enabled is True  # 4 < 10 failures
+
+
+async def test_retries_wait_for_the_schedule_and_a_success_resets_the_failure_count(
+    world: World, receiver: Receiver
+) -> None:
+    receiver.reply("/hook", Reply(500), Reply(503), Reply(200))
+    endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher(webhook_retry_schedule=(1, 1))
+
+    for expected_attempts, status in [(1, 500), (2, 503)]:
+        before = utcnow()
+        assert await dispatcher.run_once() == 1
+        delivery = await world.delivery(event_id, endpoint_id)
+        assert (delivery.status, delivery.attempts) == ("pending", expected_attempts)
+        wait = delivery.next_attempt_at - before
+        assert timedelta(seconds=0.9) <= wait <= timedelta(seconds=3), wait
+        assert await dispatcher.run_once() == 0  # not due yet
+        assert len(receiver.requests()) == expected_attempts
+        assert (await world.endpoint_row(endpoint_id)).consecutive_failures == expected_attempts
+        await asyncio.sleep((delivery.next_attempt_at - utcnow()).total_seconds() + 0.05)
+        assert receiver.requests()[-1].status == status
+
+    assert await dispatcher.run_once() == 1
+    assert [r.status for r in receiver.requests()] == [500, 503, 200]
+    assert {r.webhook_id for r in receiver.requests()} == {event_id}
+    for request in receiver.requests():
+        request.verify(secret)
+    arrivals = [r.arrived_at for r in receiver.requests()]
+    assert all(later - earlier >= 0.9 for earlier, later in itertools.pairwise(arrivals))
+    attempts = await world.attempts(event_id, endpoint_id)
+    assert [(a.status_code, a.error) for a in attempts] == [
+        (500, "HTTP 500"),
+        (503, "HTTP 503"),
+        (200, None),
+    ]
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts) == ("succeeded", 3)
+    assert (await world.endpoint_row(endpoint_id)).consecutive_failures == 0
+
+
+@pytest.mark.parametrize("status", [301, 302, 307])
+async def test_redirects_are_not_followed(world: World, status: int) -> None:
+    with running_receiver() as first, running_receiver() as elsewhere:
+        world.watch(first)
+        world.watch(elsewhere)
+        first.reply("/hook", Reply(status, headers=(("Location", elsewhere.url("/moved")),)))
+        endpoint_id, secret = await world.endpoint(first.url("/hook"))
+        _, event_id = await world.order()
+
+        assert await world.dispatcher(webhook_retry_schedule=(0,)).run_once() == 1
+
+        assert elsewhere.requests() == []
+        [request] = first.requests()
+        request.verify(secret)
+        [attempt] = await world.attempts(event_id, endpoint_id)
+        assert (attempt.status_code, attempt.error) == (status, f"HTTP {status}")
+        delivery = await world.delivery(event_id, endpoint_id)
+        assert delivery.status == "pending"  # a failure: retried, not succeeded
+
+        assert await drain(world.dispatcher(webhook_retry_schedule=(0,))) == 1
+        assert elsewhere.requests() == []
+        assert len(first.requests()) == 2
+        assert (await world.delivery(event_id, endpoint_id)).status == "failed"
+
+
+async def test_a_timeout_is_recorded_as_an_error_without_status(
+    world: World, receiver: Receiver
+) -> None:
+    receiver.reply("/slow", Reply(200, delay=1.5))
+    endpoint_id, _ = await world.endpoint(receiver.url("/slow"))
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher(webhook_timeout_seconds=0.3, webhook_retry_schedule=(60,))
+
+    started = time.monotonic()
+    assert await dispatcher.run_once() == 1
+    assert time.monotonic() - started < 1.4  # gave up at the timeout, not at the answer
+
+    assert len(receiver.requests()) == 1
+    [attempt] = await world.attempts(event_id, endpoint_id)
+    assert attempt.status_code is None
+    assert attempt.error
+    assert "timed out" in attempt.error.lower()
+    assert 250 <= attempt.duration_ms < 1400
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts) == ("pending", 1)  # retried later
+    assert (await world.endpoint_row(endpoint_id)).consecutive_failures == 1
+
+
+async def test_the_timeout_bounds_the_whole_attempt_even_against_a_trickling_receiver(
+    world: World, receiver: Receiver
+) -> None:
+    """A receiver that sends its answer a header line at a time (never silent for long) must
+    not hold an attempt longer than the timeout: the setting is per delivery attempt, and an
+    attempt that outlives its claim's lease would be delivered again, concurrently."""
+    receiver.reply("/trickle", Reply(200, delay=1.8, trickle=True))
+    endpoint_id, _ = await world.endpoint(receiver.url("/trickle"))
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher(webhook_timeout_seconds=0.5, webhook_retry_schedule=(60,))
+
+    started = time.monotonic()
+    assert await asyncio.wait_for(dispatcher.run_once(), timeout=10) == 1
+    elapsed = time.monotonic() - started
+
+    [attempt] = await world.attempts(event_id, endpoint_id)
+    assert (attempt.status_code, attempt.error, elapsed < 1.2) == (None, "Timed out.", True), (
+        f"the attempt took {elapsed:.1f} s with a 0.5 s timeout: {attempt}"
+    )
+
+
+async def test_a_connection_refused_is_recorded_as_an_error(world: World) -> None:
+    with running_receiver() as gone:
+        url = gone.url("/hook")
+    endpoint_id, _ = await world.endpoint(url)  # nothing listens there any more
+    _, event_id = await world.order()
+
+    assert await world.dispatcher(webhook_retry_schedule=(60,)).run_once() == 1
+
+    [attempt] = await world.attempts(event_id, endpoint_id)
+    assert attempt.status_code is None
+    assert attempt.error
+    assert (await world.delivery(event_id, endpoint_id)).status == "pending"
+
+
+# --- endpoint health ----------------------------------------------------------------------------
+
+
+async def test_410_disables_the_endpoint_and_later_events_are_not_sent(
+    world: World, receiver: Receiver
+) -> None:
+    receiver.reply("/gone", Reply(410))
+    gone_id, _ = await world.endpoint(receiver.url("/gone"))
+    live_id, live_secret = await world.endpoint(receiver.url("/live"))
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher(webhook_retry_schedule=(0, 0, 0))
+
+    assert await drain(dispatcher) == 2
+
+    assert len(receiver.requests("/gone")) == 1  # not retried
+    [attempt] = await world.attempts(event_id, gone_id)
+    assert attempt.status_code == 410
+    assert (await world.delivery(event_id, gone_id)).status == "failed"
+    endpoint = await world.endpoint_row(gone_id)
+    assert endpoint.enabled is False
+    assert endpoint.disabled_reason
+    assert "410" in endpoint.disabled_reason
+    rendered = await _rendered_endpoint(world, gone_id)
+    assert rendered["enabled"] is False
+    assert rendered["disabled_reason"] == endpoint.disabled_reason
+
+    _, later_id = await world.order()
+    assert [d.endpoint_id for d in await world.deliveries(later_id)] == [live_id]
+    assert await drain(dispatcher) == 1
+    assert len(receiver.requests("/gone")) == 1
+    assert [r.verify(live_secret)["id"] for r in receiver.requests("/live")] == [
+        event_id,
+        later_id,
+    ]
+
+
+async def _rendered_endpoint(world: World, endpoint_id: str) -> dict[str, Any]:
+    async with world.db.read() as conn:
+        return await webhooks.get_endpoint(conn, world.principal, endpoint_id)
+
+
+async def test_ten_consecutive_failures_disable_the_endpoint(
+    world: World, receiver: Receiver
+) -> None:
+    receiver.reply("/hook", Reply(500))
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    # No retries: every delivery is one attempt, so failures == failed deliveries.
+    dispatcher = world.dispatcher(webhook_retry_schedule=())
+
+    for failures in range(1, MAX_CONSECUTIVE_FAILURES + 1):
+        _, event_id = await world.order()
+        assert await dispatcher.run_once() == 1
+        assert (await world.delivery(event_id, endpoint_id)).status == "failed"
+        endpoint = await world.endpoint_row(endpoint_id)
+        assert endpoint.consecutive_failures == failures
+        assert endpoint.enabled is (failures < MAX_CONSECUTIVE_FAILURES), failures
+
+    assert endpoint.disabled_reason
+    assert "consecutive" in endpoint.disabled_reason
+    _, later_id = await world.order()
+    assert await world.deliveries(later_id) == []
+    assert await dispatcher.run_once() == 0
+    assert len(receiver.requests()) == MAX_CONSECUTIVE_FAILURES
+
+
+async def test_ten_failures_in_one_pass_disable_the_endpoint(
+    world: World, receiver: Receiver
+) -> None:
+    """The same rule when the ten failing deliveries are attempted side by side (one pass)."""
+    receiver.reply("/hook", Reply(500, delay=0.1))
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    for _ in range(MAX_CONSECUTIVE_FAILURES):
+        await world.order()
+
+    assert await world.dispatcher(webhook_retry_schedule=()).run_once() == 10
+
+    assert len(receiver.requests()) == MAX_CONSECUTIVE_FAILURES
+    endpoint = await world.endpoint_row(endpoint_id)
+    assert endpoint.consecutive_failures == MAX_CONSECUTIVE_FAILURES
+    assert endpoint.enabled is False, "10 consecutive failures counted, endpoint still enabled"
+
+
+async def test_a_success_resets_the_consecutive_failures(world: World, receiver: Receiver) -> None:
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    await world.set_endpoint(endpoint_id, consecutive_failures=MAX_CONSECUTIVE_FAILURES - 1)
+    await world.order()
+
+    assert await world.dispatcher().run_once() == 1
+
+    endpoint = await world.endpoint_row(endpoint_id)
+    assert (endpoint.consecutive_failures, endpoint.enabled) == (0, True)
+
+
+@pytest.mark.parametrize("how", ["disabled", "deleted"])
+async def test_a_pending_delivery_to_a_disabled_or_deleted_endpoint_is_closed_unsent(
+    world: World, receiver: Receiver, how: str
+) -> None:
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    assert (await world.delivery(event_id, endpoint_id)).status == "pending"
+    async with world.db.write() as conn:
+        if how == "disabled":
+            change = WebhookEndpointUpdate.model_validate({"enabled": False})
+            await webhooks.update_endpoint(
+                conn, world.principal, endpoint_id, change, world.settings()
+            )
+        else:
+            await webhooks.delete_endpoint(conn, world.principal, endpoint_id)
+
+    assert await world.dispatcher().run_once() == 1
+
+    assert receiver.requests() == []
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.next_attempt_at) == ("failed", None)
+    assert (delivery.claim_token, delivery.claimed_until) == (None, None)
+    assert await world.dispatcher().run_once() == 0
+    assert receiver.requests() == []
+
+
+# --- signing secrets ----------------------------------------------------------------------------
+
+
+async def test_after_a_rotation_both_secrets_verify_until_the_old_one_expires(
+    world: World, receiver: Receiver
+) -> None:
+    endpoint_id, old_secret = await world.endpoint(receiver.url("/hook"))
+    async with world.db.write() as conn:
+        rotated = await webhooks.rotate_secret(conn, world.principal, endpoint_id, world.box)
+    new_secret = rotated["secret"]
+    world.secrets[receiver.url("/hook")].append(new_secret)
+    assert new_secret != old_secret
+    dispatcher = world.dispatcher()
+
+    _, during_id = await world.order()
+    assert await dispatcher.run_once() == 1
+    [during] = receiver.requests()
+    assert during.webhook_id == during_id
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    assert during.verify(old_secret)["id"] == during_id
+    assert during.verify(new_secret)["id"] == during_id
+
+    past = utcnow() - timedelta(seconds=1)
+    await world.set_endpoint(endpoint_id, previous_secret_expires_at=past)
+    _, after_id = await world.order()
+    assert await dispatcher.run_once() == 1
+    [_, after] = receiver.requests()
+    assert after.webhook_id == after_id
+    assert len(after.headers["webhook-signature"].split(" ")) == 1
+    assert after.verify(new_secret)["id"] == after_id
+    with pytest.raises(WebhookVerificationError):
+        after.verify(old_secret)
+
+
+# --- claims: crashes and stops ------------------------------------------------------------------
+
+
+async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
+    world: World, receiver: Receiver
+) -> None:
+    endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    dead = world.dispatcher()
+    now = utcnow()
+    async with world.db.write() as conn:  # claimed, then the process "died"
+        claimed = await repository.claim_due(
+            conn, now=now, until=now + dead.lease, token=dead.token, limit=20
+        )
+    assert [(row.event_id, row.endpoint_id) for row in claimed] == [(event_id, endpoint_id)]
+    assert dead.lease > timedelta(seconds=dead.settings.webhook_timeout_seconds)
+    survivor = world.dispatcher()
+
+    assert await survivor.run_once() == 0  # the claim still holds
+    assert receiver.requests() == []
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.claim_token) == ("pending", dead.token)
+
+    async with world.db.write() as conn:  # the lease runs out
+        await conn.execute(
+            update(webhook_deliveries)
+            .where(webhook_deliveries.c.event_id == event_id)
+            .values(claimed_until=utcnow() - timedelta(seconds=1))
+        )
+    assert await survivor.run_once() == 1
+
+    [request] = receiver.requests()
+    assert request.verify(secret)["id"] == event_id
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts, delivery.claim_token) == ("succeeded", 1, None)
+    assert len(await world.attempts(event_id)) == 1
+    # The dead dispatcher's late finish cannot overwrite what the survivor recorded.
+    async with world.db.write() as conn:
+        kept = await repository.finish_delivery(
+            conn,
+            event_id=event_id,
+            endpoint_id=endpoint_id,
+            token=dead.token,
+            values={"status": "failed", "updated_at": utcnow()},
+        )
+    assert kept is False
+    assert (await world.delivery(event_id, endpoint_id)).status == "succeeded"
+
+
+async def test_stop_releases_the_dispatchers_unfinished_claims(
+    world: World, receiver: Receiver
+) -> None:
+    endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
+    _, mine = await world.order()
+    _, theirs = await world.order()
+    stopping = world.dispatcher()
+    other = world.dispatcher()
+    now = utcnow()
+    async with world.db.write() as conn:
+        [row] = await repository.claim_due(
+            conn, now=now, until=now + stopping.lease, token=stopping.token, limit=1
+        )
+        assert row.event_id == mine
+        [row] = await repository.claim_due(
+            conn, now=now, until=now + other.lease, token=other.token, limit=1
+        )
+        assert row.event_id == theirs
+
+    stopping.stop()
+    await asyncio.wait_for(stopping.run(), timeout=5)
+
+    released = await world.delivery(mine, endpoint_id)
+    assert (released.status, released.claim_token, released.claimed_until) == (
+        "pending",
+        None,
+        None,
+    )
+    kept = await world.delivery(theirs, endpoint_id)  # another dispatcher's claim is untouched
+    assert kept.claim_token == other.token
+    assert receiver.requests() == []
+
+    assert await drain(world.dispatcher()) == 1  # due again at once, for anyone
+    [request] = receiver.requests()
+    assert request.verify(secret)["id"] == mine
+
+
+async def test_stop_lets_an_attempt_in_flight_finish_and_records_it(
+    world: World, receiver: Receiver
+) -> None:
+    receiver.reply("/hook", Reply(200, delay=0.5))
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher()
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await eventually(lambda: len(receiver.requests()) == 1, within=5, what="a request")
+    finally:
+        dispatcher.stop()
+        await asyncio.wait_for(task, timeout=5)
+
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts, delivery.claim_token) == ("succeeded", 1, None)
+    [attempt] = await world.attempts(event_id, endpoint_id)
+    assert attempt.status_code == 200
+
+
+async def test_a_redelivery_requested_during_an_attempt_does_not_overlap_it(
+    world: World, receiver: Receiver
+) -> None:
+    """One (event, endpoint) is never being delivered twice at once, even when a client asks
+    for a redelivery while an attempt is in flight; and the attempt in flight is recorded."""
+    receiver.reply("/hook", Reply(200, delay=0.6))
+    endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    first, second = world.dispatcher(), world.dispatcher()
+
+    in_flight = asyncio.create_task(first.run_once())
+    await eventually(lambda: len(receiver.requests()) == 1, within=5, what="the first attempt")
+    async with world.db.write() as conn:
+        await webhooks.redeliver_event(conn, world.principal, event_id)
+    overlapping = await asyncio.wait_for(second.run_once(), timeout=5)
+    assert await asyncio.wait_for(in_flight, timeout=5) == 1
+    await drain(second)
+
+    for request in receiver.requests():
+        assert request.verify(secret)["id"] == event_id
+    assert receiver.max_in_flight()[(event_id, "/hook")] == 1, (
+        f"delivered twice at once (the second dispatcher claimed {overlapping})"
+    )
+    assert len(await world.attempts(event_id, endpoint_id)) == len(receiver.requests())
+    assert (await world.delivery(event_id, endpoint_id)).status == "succeeded"
+
+
+async def test_run_delivers_as_events_arrive_and_stops_promptly(
+    world: World, receiver: Receiver
+) -> None:
+    _, secret = await world.endpoint(receiver.url("/hook"))
+    dispatcher = world.dispatcher(webhook_poll_seconds=0.05)
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await asyncio.sleep(0.2)  # idle polling first
+        assert receiver.requests() == []
+        order, event_id = await world.order()
+        await eventually(lambda: len(receiver.requests()) == 1, within=5, what="delivery")
+        fulfilled_id = await world.fulfil(order["id"])
+        await eventually(lambda: len(receiver.requests()) == 2, within=5, what="2nd delivery")
+    finally:
+        dispatcher.stop()
+        started = time.monotonic()
+        await asyncio.wait_for(task, timeout=5)
+    assert time.monotonic() - started < 2
+    assert [r.verify(secret)["id"] for r in receiver.requests()] == [event_id, fulfilled_id]
+
+
+# --- the receiver URL policy at delivery --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "reason"),
+    [
+        ("http://127.0.0.1:{port}/hook", "https"),
+        ("https://127.0.0.1:{port}/hook", "non-public address (127.0.0.1)"),
+        ("https://localhost:{port}/hook", "non-public address"),
+    ],
+)
+async def test_a_private_url_is_refused_at_delivery_when_the_policy_forbids_it(
+    world: World, receiver: Receiver, template: str, reason: str
+) -> None:
+    # Registered while private URLs were allowed (a sandbox), delivered by a production-like
+    # dispatcher that forbids them.
+    endpoint_id, _ = await world.endpoint(template.format(port=receiver.port))
+    _, event_id = await world.order()
+    strict = world.dispatcher(webhook_allow_private_urls=False, webhook_retry_schedule=(60,))
+    assert strict.settings.allow_private_webhook_urls is False
+
+    assert await strict.run_once() == 1
+
+    assert receiver.requests() == []
+    [attempt] = await world.attempts(event_id, endpoint_id)
+    assert attempt.status_code is None
+    assert attempt.error
+    assert attempt.error.startswith("Refused receiver URL")
+    assert reason in attempt.error
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts) == ("pending", 1)

@@ -1,0 +1,246 @@
+"""Several dispatchers on one database never deliver one event to one endpoint twice.
+
+DESIGN.md ("Runtime shapes"): dispatchers coordinate only through the database
+(``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite serialises writers), so any number
+may run side by side. Here four :class:`Dispatcher` instances, each with its own
+:class:`Database` (its own engine and connections, as separate processes would have), run
+concurrently (``run()`` in tasks, polling every 50 ms) against 40 events for 2 endpoints. The
+receiver answers slowly (100 ms), so deliveries overlap in time, and records how many requests
+for each (``webhook-id``, endpoint) are in progress at once. Every (event, endpoint) pair must be
+delivered exactly once, never concurrently, with a valid signature, and end ``succeeded``; and
+when a delivery's first attempt fails, exactly twice (the 500, then the retry's 200).
+
+Half the events exist before the dispatchers start; the other half are recorded while they run
+(as orders arrive in production). Every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import func, select
+
+from commerce_api.accounts import service as accounts
+from commerce_api.accounts.service import Principal
+from commerce_api.catalog import repository as catalog
+from commerce_api.crypto import SecretBox
+from commerce_api.db import Database
+from commerce_api.ids import new_id
+from commerce_api.orders import service as orders
+from commerce_api.orders.schemas import OrderCreate
+from commerce_api.tables import events, webhook_attempts, webhook_deliveries
+from commerce_api.timestamps import utcnow
+from commerce_api.webhooks import service as webhooks
+from commerce_api.webhooks.dispatcher import Dispatcher
+from commerce_api.webhooks.schemas import WebhookEndpointCreate
+from tests.conftest import make_settings
+from tests.webhook_receiver import Receiver, Reply, running_receiver
+
+DISPATCHERS = 4
+EVENTS = 40
+PATHS = ("/a", "/b")
+RECEIVER_DELAY_SECONDS = 0.1
+DEADLINE_SECONDS = 40.0
+ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
+
+
+# Per scenario: the receiver's script for each delivery, and how many deliveries per endpoint
+# follow it (the others get its last reply). "after-a-retry": the first attempt of 6 deliveries
+# per endpoint gets a 500 and their retry (1 s later) a 200 — fewer than the 10 consecutive
+# failures that would disable the endpoint.
+SCENARIOS: dict[str, tuple[tuple[Reply, ...], int | None]] = {
+    "first-attempt": ((Reply(200, delay=RECEIVER_DELAY_SECONDS),), None),
+    "after-a-retry": (
+        (Reply(500, delay=RECEIVER_DELAY_SECONDS), Reply(200, delay=RECEIVER_DELAY_SECONDS)),
+        6,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(SCENARIOS))
+def scenario(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def receiver(scenario: str) -> Iterator[Receiver]:
+    with running_receiver() as running:
+        for path in PATHS:
+            script, limit = SCENARIOS[scenario]
+            running.reply_per_delivery(path, *script, limit=limit)
+        yield running
+
+
+def _counting(dispatcher: Dispatcher, claimed: list[int]) -> Dispatcher:
+    """Count what this dispatcher claims (run() calls self.run_once())."""
+    original = dispatcher.run_once
+
+    async def run_once() -> int:
+        done = await original()
+        claimed.append(done)
+        return done
+
+    setattr(dispatcher, "run_once", run_once)  # noqa: B010 - mypy forbids assigning a method
+    return dispatcher
+
+
+async def _setup(db: Database, box: SecretBox, database_url: str) -> tuple[Principal, str]:
+    now = utcnow()
+    product_id = new_id("prod")
+    async with db.write() as conn:
+        account_id = await accounts.create_account(conn, "Concurrent dispatchers")
+        key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
+        await catalog.insert(
+            conn,
+            {
+                "id": product_id,
+                "name": "Widget",
+                "description": "",
+                "price_minor": 500,
+                "category": "webhooks",
+                "inventory_count": 10_000,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+    principal = Principal(key_id=key.id, account_id=account_id, role="client", tier="development")
+    return principal, product_id
+
+
+async def _place_orders(db: Database, principal: Principal, product_id: str, count: int) -> None:
+    data = OrderCreate.model_validate(
+        {
+            "customer_id": "cus_concurrent",
+            "items": [{"product_id": product_id, "quantity": 1}],
+            "shipping_address": ADDRESS,
+        }
+    )
+    for _ in range(count):
+        async with db.write() as conn:
+            await orders.create_order(conn, principal, data, "USD")
+
+
+async def _unfinished(db: Database, account_id: str) -> int:
+    """Deliveries of the account's events that are still pending."""
+    async with db.read() as conn:
+        count = await conn.scalar(
+            select(func.count())
+            .select_from(webhook_deliveries.join(events))
+            .where(events.c.account_id == account_id, webhook_deliveries.c.status == "pending")
+        )
+    return int(count or 0)
+
+
+async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_in_parallel(
+    db: Database, database_url: str, receiver: Receiver, scenario: str
+) -> None:
+    script, retried = SCENARIOS[scenario]
+    settings = make_settings(
+        database_url,
+        webhook_retry_schedule=(1, 1, 1),
+        webhook_poll_seconds=0.05,
+        webhook_timeout_seconds=5.0,
+        webhook_allow_private_urls=True,
+    )
+    assert settings.secret_key is not None
+    box = SecretBox(settings.secret_key)
+    principal, product_id = await _setup(db, box, database_url)
+    assert principal.account_id is not None
+    secrets: dict[str, str] = {}
+    endpoint_paths: dict[str, str] = {}
+    for path in PATHS:
+        async with db.write() as conn:
+            created = await webhooks.create_endpoint(
+                conn,
+                principal,
+                WebhookEndpointCreate.model_validate({"url": receiver.url(path)}),
+                settings,
+                box,
+            )
+        secrets[path] = created["secret"]
+        endpoint_paths[created["id"]] = path
+    await _place_orders(db, principal, product_id, EVENTS // 2)
+
+    databases = [Database(database_url) for _ in range(DISPATCHERS)]
+    claims: list[list[int]] = [[] for _ in databases]
+    dispatchers = [
+        _counting(Dispatcher(settings, database, box), claimed)
+        for database, claimed in zip(databases, claims, strict=True)
+    ]
+    tasks = [asyncio.create_task(dispatcher.run()) for dispatcher in dispatchers]
+    started = time.monotonic()
+    try:
+        await _place_orders(db, principal, product_id, EVENTS - EVENTS // 2)
+        deadline = started + DEADLINE_SECONDS
+        while await _unfinished(db, principal.account_id) > 0:
+            assert time.monotonic() < deadline, "deliveries still pending at the deadline"
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)  # let any (wrong) extra delivery show up
+    finally:
+        for dispatcher in dispatchers:
+            dispatcher.stop()
+        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=15)
+        for database in databases:
+            await database.dispose()
+    elapsed = time.monotonic() - started
+    assert all(result is None for result in results), results
+
+    async with db.read() as conn:
+        event_ids: set[str] = set(
+            (
+                await conn.scalars(
+                    select(events.c.id).where(events.c.account_id == principal.account_id)
+                )
+            ).all()
+        )
+        deliveries = (
+            await conn.execute(
+                select(webhook_deliveries).where(webhook_deliveries.c.event_id.in_(event_ids))
+            )
+        ).all()
+        attempts = (
+            await conn.execute(
+                select(webhook_attempts).where(webhook_attempts.c.event_id.in_(event_ids))
+            )
+        ).all()
+    assert len(event_ids) == EVENTS
+    expected_pairs = {(event_id, path) for event_id in event_ids for path in PATHS}
+
+    requests = receiver.requests()
+    delivered = Counter((request.webhook_id, request.path) for request in requests)
+    assert set(delivered) == expected_pairs
+    # Each pair: one request, or (the scripted ones that failed first) exactly two.
+    twice = {pair for pair, n in delivered.items() if n == 2}
+    wrong = {pair: n for pair, n in delivered.items() if n not in {1, 2}}
+    assert wrong == {}, f"pairs delivered a wrong number of times: {wrong}"
+    expected_twice = 0 if len(script) == 1 else len(PATHS) * (retried or EVENTS)
+    assert len(twice) == expected_twice
+    for pair in twice:
+        assert [r.status for r in requests if (r.webhook_id, r.path) == pair] == [500, 200]
+    overlapping = {pair: n for pair, n in receiver.max_in_flight().items() if n > 1}
+    assert overlapping == {}, f"delivered concurrently: {overlapping}"
+    for request in requests:
+        payload = request.verify(secrets[request.path])
+        assert payload["id"] == request.webhook_id
+    successes = Counter((r.webhook_id, r.path) for r in requests if r.status == 200)
+    assert successes == dict.fromkeys(expected_pairs, 1)  # exactly one 200 per pair
+    # The dispatchers really worked side by side (else this test proves little).
+    assert receiver.peak_total_in_flight > 1
+    busy = [sum(claimed) for claimed in claims]
+    assert sum(busy) == len(requests)
+    assert sum(1 for n in busy if n > 0) >= 2, f"deliveries per dispatcher: {busy}"
+
+    assert len(deliveries) == len(expected_pairs)
+    assert {(d.event_id, endpoint_paths[d.endpoint_id]) for d in deliveries} == expected_pairs
+    assert {(d.status, d.claim_token) for d in deliveries} == {("succeeded", None)}
+    assert {(d.event_id, endpoint_paths[d.endpoint_id]): d.attempts for d in deliveries} == dict(
+        delivered
+    )
+    assert len(attempts) == len(requests)
+    assert Counter(a.status_code for a in attempts) == Counter(r.status for r in requests)
+    assert elapsed < DEADLINE_SECONDS
