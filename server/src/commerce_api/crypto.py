@@ -37,9 +37,15 @@ class SecretBox:
     def encrypt(self, plaintext: str) -> str:
         return self._fernet.encrypt(plaintext.encode()).decode()
 
+    def encrypt_bytes(self, plaintext: bytes) -> bytes:
+        return self._fernet.encrypt(plaintext)
+
     def decrypt(self, token: str) -> str:
+        return self.decrypt_bytes(token.encode()).decode()
+
+    def decrypt_bytes(self, token: bytes) -> bytes:
         try:
-            return self._fernet.decrypt(token.encode()).decode()
+            return self._fernet.decrypt(token)
         except InvalidToken as exc:
             raise SecretKeyMissing(
                 "cannot decrypt a stored secret: COMMERCE_SECRET_KEY differs from the key it "

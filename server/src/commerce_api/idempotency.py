@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
+from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
 from commerce_api.errors import APIError, invalid_request
 from commerce_api.tables import idempotency_keys as keys
@@ -83,7 +84,9 @@ def _insert(conn: AsyncConnection) -> Any:
     return postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
 
 
-async def claim(db: Database, scope: str, key: str, print_: str) -> Claim | Response:
+async def claim(
+    db: Database, box: SecretBox, scope: str, key: str, print_: str
+) -> Claim | Response:
     """Claim the key for this request, or answer from what is stored (see the module doc)."""
     now = utcnow()
     async with db.write() as conn:
@@ -124,7 +127,8 @@ async def claim(db: Database, scope: str, key: str, print_: str) -> Claim | Resp
         raise _in_flight()
     headers = dict(row.response_headers or {})
     headers[REPLAYED_HEADER] = "true"
-    return Response(row.response_body, status_code=row.response_status, headers=headers)
+    body = box.decrypt_bytes(row.response_body)
+    return Response(body, status_code=row.response_status, headers=headers)
 
 
 async def _take_over(
@@ -163,14 +167,15 @@ def _in_flight() -> APIError:
     )
 
 
-def _stored_values(response: Response) -> dict[str, Any]:
+def _stored_values(response: Response, box: SecretBox) -> dict[str, Any]:
+    # Encrypted at rest: a stored body can carry a secret (a new webhook endpoint's `whsec_…`).
     return {
         "state": "done",
         "response_status": response.status_code,
         "response_headers": {
             name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers
         },
-        "response_body": bytes(response.body),
+        "response_body": box.encrypt_bytes(bytes(response.body)),
     }
 
 
@@ -191,17 +196,24 @@ async def record(conn: AsyncConnection, request: Request, response: Response) ->
     claim_ = request.scope.get("state", {}).get("idempotency")
     if not isinstance(claim_, Claim):
         return
+    box = request.app.state.services.secret_box
     result = await conn.execute(
-        update(keys).where(_owned(claim_)).values(**_stored_values(response)).returning(keys.c.key)
+        update(keys)
+        .where(_owned(claim_))
+        .values(**_stored_values(response, box))
+        .returning(keys.c.key)
     )
     if result.first() is None:
         raise _in_flight()
     claim_.recorded = True
 
 
-async def record_separately(db: Database, claim_: Claim, response: Response) -> None:
+async def record_separately(
+    db: Database, box: SecretBox, claim_: Claim, response: Response
+) -> None:
     async with db.write() as conn:
-        await conn.execute(update(keys).where(_owned(claim_)).values(**_stored_values(response)))
+        values = _stored_values(response, box)
+        await conn.execute(update(keys).where(_owned(claim_)).values(**values))
     claim_.recorded = True
 
 

@@ -71,12 +71,13 @@ async def _idempotently(
     handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
 ) -> Response:
     """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.idempotency``)."""
-    db = get_services(request).db
+    services = get_services(request)
+    db, box = services.db, services.secret_box
     principal = await current_principal(request)
     print_ = idempotency.fingerprint(
         request.method, request.url.path, request.url.query, await request.body()
     )
-    claim = await idempotency.claim(db, principal.scope, key, print_)
+    claim = await idempotency.claim(db, box, principal.scope, key, print_)
     if isinstance(claim, Response):
         return claim
     request.state.idempotency = claim
@@ -91,7 +92,7 @@ async def _idempotently(
     if response.status_code >= 500:
         await idempotency.release(db, claim)
     elif not claim.recorded:
-        await idempotency.record_separately(db, claim, response)
+        await idempotency.record_separately(db, box, claim, response)
     return response
 
 

@@ -87,10 +87,17 @@ async def reset_failures(conn: AsyncConnection, endpoint_id: str) -> None:
 
 
 async def disable_endpoint(conn: AsyncConnection, endpoint_id: str, reason: str) -> None:
+    """Disable the endpoint and close its pending deliveries as failed (redeliver them after
+    re-enabling it)."""
     await conn.execute(
         update(endpoints)
         .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
         .values(enabled=False, disabled_reason=reason)
+    )
+    await conn.execute(
+        update(deliveries)
+        .where(deliveries.c.endpoint_id == endpoint_id, deliveries.c.status == "pending")
+        .values(status="failed", next_attempt_at=None)
     )
 
 

@@ -27,7 +27,7 @@ EVENT_TYPES: tuple[str, ...] = ("order.created", "order.fulfilled", "order.cance
 
 # An absolute http(s) URL without credentials or fragment; url_policy.py applies the rest.
 URL_PATTERN = (
-    r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*"
+    r"^https?://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])"
     r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?"
     r"(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?$"
 )

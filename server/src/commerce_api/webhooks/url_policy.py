@@ -53,7 +53,9 @@ def is_public(address: IPAddress) -> bool:
                 return is_public(embedded)
         if address.teredo is not None:
             return False
-    return address.is_global and not address.is_multicast
+    # is_reserved also catches IPv6 spellings of IPv4 that is_global lets through
+    # (IPv4-compatible ::7f00:1, IPv4-translated ::ffff:0:7f00:1).
+    return address.is_global and not address.is_multicast and not address.is_reserved
 
 
 def check_url(url: str, *, allow_private: bool) -> str:

@@ -1,0 +1,279 @@
+"""The delivery policy as plain functions: the retry decision (``dispatcher.decide``) and the
+endpoint-health rule built on it, Standard Webhooks signatures (``signing.py``) and encryption
+of secrets at rest (``crypto.SecretBox``)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+from commerce_api.crypto import SecretBox, SecretKeyMissing
+from commerce_api.settings import DEFAULT_RETRY_SCHEDULE
+from commerce_api.webhooks import dispatcher, repository
+from commerce_api.webhooks.dispatcher import MAX_CONSECUTIVE_FAILURES, Outcome, decide
+from commerce_api.webhooks.signing import SECRET_BYTES, new_secret, signature_header
+
+NOW = datetime(2026, 11, 21, 8, 12, 41, 123000, tzinfo=UTC)
+SCHEDULE = DEFAULT_RETRY_SCHEDULE
+SECRET_FORMAT = re.compile(r"^whsec_[A-Za-z0-9+/]{43}=$")
+
+
+def decide_now(
+    status_code: int | None,
+    *,
+    attempts_before: int = 0,
+    schedule: tuple[int, ...] = SCHEDULE,
+) -> Outcome:
+    return decide(
+        status_code=status_code, attempts_before=attempts_before, schedule=schedule, now=NOW
+    )
+
+
+# --- decide ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status_code", [200, 201, 202, 204, 299])
+@pytest.mark.parametrize("attempts_before", [0, 3, len(SCHEDULE)])
+def test_any_2xx_succeeds(status_code: int, attempts_before: int) -> None:
+    outcome = decide_now(status_code, attempts_before=attempts_before)
+    assert outcome == Outcome("succeeded", None, succeeded=True, gone=False)
+
+
+@pytest.mark.parametrize("attempts_before", [0, 3, len(SCHEDULE)])
+def test_410_gone_fails_the_delivery_at_once_and_marks_the_endpoint_gone(
+    attempts_before: int,
+) -> None:
+    outcome = decide_now(410, attempts_before=attempts_before)
+    assert outcome == Outcome("failed", None, succeeded=False, gone=True)
+
+
+@pytest.mark.parametrize(
+    "status_code", [None, 100, 199, 300, 301, 302, 304, 307, 400, 401, 404, 409, 429, 500, 503]
+)
+def test_anything_else_is_retried_after_the_first_delay(status_code: int | None) -> None:
+    outcome = decide_now(status_code)
+    assert outcome == Outcome(
+        "pending", NOW + timedelta(seconds=SCHEDULE[0]), succeeded=False, gone=False
+    )
+
+
+@pytest.mark.parametrize("attempts_before", range(len(SCHEDULE)))
+def test_the_nth_failure_is_retried_after_the_nth_delay_of_the_schedule(
+    attempts_before: int,
+) -> None:
+    outcome = decide_now(500, attempts_before=attempts_before)
+    assert outcome == Outcome(
+        "pending",
+        NOW + timedelta(seconds=SCHEDULE[attempts_before]),
+        succeeded=False,
+        gone=False,
+    )
+
+
+def test_the_default_schedule_is_the_documented_one() -> None:
+    assert SCHEDULE == (5, 300, 1800, 7200, 18000, 36000, 36000)
+
+
+def test_a_custom_schedule_is_followed() -> None:
+    outcome = decide_now(None, attempts_before=1, schedule=(1, 2, 3))
+    assert outcome.next_attempt_at == NOW + timedelta(seconds=2)
+
+
+@pytest.mark.parametrize("status_code", [None, 302, 404, 500])
+def test_a_failure_after_the_schedule_runs_out_fails_the_delivery(
+    status_code: int | None,
+) -> None:
+    outcome = decide_now(status_code, attempts_before=len(SCHEDULE))
+    assert outcome == Outcome("failed", None, succeeded=False, gone=False)
+
+
+def test_an_empty_schedule_means_a_single_attempt() -> None:
+    outcome = decide_now(500, schedule=())
+    assert outcome == Outcome("failed", None, succeeded=False, gone=False)
+
+
+# --- endpoint health (the consecutive-failure count lives in the database) ---------------------
+
+
+@dataclass
+class FakeHealth:
+    """Stands in for the repository's endpoint-health queries."""
+
+    failures: int
+    calls: list[str] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+
+    async def count_failure(self, conn: object, endpoint_id: str) -> int:
+        self.calls.append("count_failure")
+        self.failures += 1
+        return self.failures
+
+    async def reset_failures(self, conn: object, endpoint_id: str) -> None:
+        self.calls.append("reset_failures")
+        self.failures = 0
+
+    async def disable_endpoint(self, conn: object, endpoint_id: str, reason: str) -> None:
+        self.calls.append("disable_endpoint")
+        self.disabled.append(reason)
+
+
+async def record_health(
+    monkeypatch: pytest.MonkeyPatch, failures_before: int, status_code: int | None
+) -> FakeHealth:
+    health = FakeHealth(failures_before)
+    for name in ("count_failure", "reset_failures", "disable_endpoint"):
+        monkeypatch.setattr(repository, name, getattr(health, name))
+    endpoint = SimpleNamespace(id="we_test", account_id="acct_test")
+    outcome = decide_now(status_code, attempts_before=2)
+    # The method touches no instance state: skip __init__ (and its HTTP client).
+    instance = object.__new__(dispatcher.Dispatcher)
+    await instance._update_endpoint_health(object(), endpoint, outcome)
+    return health
+
+
+@pytest.mark.parametrize("failures_before", [0, 5, 9])
+async def test_a_success_resets_the_failure_count_and_never_disables(
+    monkeypatch: pytest.MonkeyPatch, failures_before: int
+) -> None:
+    health = await record_health(monkeypatch, failures_before, 200)
+    assert health.failures == 0
+    assert health.disabled == []
+
+
+@pytest.mark.parametrize("failures_before", range(MAX_CONSECUTIVE_FAILURES - 1))
+async def test_the_first_nine_consecutive_failures_only_count(
+    monkeypatch: pytest.MonkeyPatch, failures_before: int
+) -> None:
+    health = await record_health(monkeypatch, failures_before, 500)
+    assert health.failures == failures_before + 1
+    assert health.disabled == []
+
+
+@pytest.mark.parametrize("status_code", [None, 404, 500])
+async def test_the_tenth_consecutive_failure_disables_the_endpoint(
+    monkeypatch: pytest.MonkeyPatch, status_code: int | None
+) -> None:
+    assert MAX_CONSECUTIVE_FAILURES == 10
+    health = await record_health(monkeypatch, 9, status_code)
+    assert health.failures == 10
+    assert health.disabled == ["10 consecutive failed deliveries."]
+
+
+async def test_a_410_disables_the_endpoint_on_the_first_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    health = await record_health(monkeypatch, 0, 410)
+    assert health.failures == 1
+    assert health.disabled == ["The receiver answered 410 Gone."]
+
+
+# --- signing -----------------------------------------------------------------------------------
+
+
+def test_a_new_secret_is_whsec_and_32_random_bytes_in_base64() -> None:
+    secret = new_secret()
+    assert SECRET_FORMAT.match(secret), secret
+    assert len(base64.b64decode(secret.removeprefix("whsec_"))) == SECRET_BYTES == 32
+
+
+def test_new_secrets_differ() -> None:
+    assert len({new_secret() for _ in range(50)}) == 50
+
+
+def signed_headers(secrets: list[str], body: str, when: datetime) -> dict[str, str]:
+    return {
+        "webhook-id": "evt_abc",
+        "webhook-timestamp": str(int(when.timestamp())),
+        "webhook-signature": signature_header(secrets, "evt_abc", when, body),
+    }
+
+
+def test_a_signature_verifies_with_the_standard_webhooks_library() -> None:
+    secret = new_secret()
+    body = '{"id":"evt_abc","type":"order.created","created_at":"x","data":{}}'
+    headers = signed_headers([secret], body, datetime.now(UTC))
+    assert headers["webhook-signature"].startswith("v1,")
+    assert " " not in headers["webhook-signature"]
+    assert Webhook(secret).verify(body, headers) is not None
+
+
+def test_during_a_rotation_each_secret_verifies_on_its_own() -> None:
+    new, old = new_secret(), new_secret()
+    body = '{"id":"evt_abc","type":"order.fulfilled","created_at":"x","data":{"a":1}}'
+    headers = signed_headers([new, old], body, datetime.now(UTC))
+    signatures = headers["webhook-signature"].split(" ")
+    assert len(signatures) == 2
+    assert all(signature.startswith("v1,") for signature in signatures)
+    for secret in (new, old):
+        Webhook(secret).verify(body, headers)
+
+
+def test_a_signature_does_not_verify_with_another_secret() -> None:
+    body = '{"id":"evt_abc"}'
+    headers = signed_headers([new_secret()], body, datetime.now(UTC))
+    with pytest.raises(WebhookVerificationError):
+        Webhook(new_secret()).verify(body, headers)
+
+
+def test_a_signature_does_not_verify_for_a_changed_body() -> None:
+    secret = new_secret()
+    headers = signed_headers([secret], '{"total":10}', datetime.now(UTC))
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify('{"total":1000}', headers)
+
+
+def test_a_signature_covers_the_message_id_and_timestamp() -> None:
+    secret = new_secret()
+    body = '{"id":"evt_abc"}'
+    now = datetime.now(UTC)
+    headers = signed_headers([secret], body, now)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(body, {**headers, "webhook-id": "evt_other"})
+    later = str(int(now.timestamp()) + 1)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(body, {**headers, "webhook-timestamp": later})
+
+
+# --- encryption at rest ------------------------------------------------------------------------
+
+KEY = "k" * 32
+OTHER_KEY = "o" * 32
+
+
+def test_a_secret_box_round_trips() -> None:
+    secret = new_secret()
+    box = SecretBox(KEY)
+    token = box.encrypt(secret)
+    assert box.decrypt(token) == secret
+    assert SecretBox(KEY).decrypt(token) == secret  # the key, not the instance, decides
+
+
+def test_the_ciphertext_does_not_contain_the_plaintext() -> None:
+    secret = new_secret()
+    token = SecretBox(KEY).encrypt(secret)
+    assert secret not in token
+    assert secret.removeprefix("whsec_") not in token
+
+
+def test_encrypting_twice_gives_different_ciphertexts() -> None:
+    box = SecretBox(KEY)
+    secret = new_secret()
+    assert box.encrypt(secret) != box.encrypt(secret)
+
+
+def test_decrypting_with_another_key_raises_secret_key_missing() -> None:
+    token = SecretBox(KEY).encrypt(new_secret())
+    with pytest.raises(SecretKeyMissing, match="COMMERCE_SECRET_KEY"):
+        SecretBox(OTHER_KEY).decrypt(token)
+
+
+def test_decrypting_garbage_raises_secret_key_missing() -> None:
+    with pytest.raises(SecretKeyMissing):
+        SecretBox(KEY).decrypt("not-a-fernet-token")
