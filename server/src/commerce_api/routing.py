@@ -142,13 +142,46 @@ COMMON_ERRORS = (400, 404, 500)
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the given error statuses, with the error envelope."""
     return {
-        status: {"model": ErrorResponse, "description": _ERROR_DESCRIPTIONS[status]}
+        status: {
+            "model": ErrorResponse,
+            "description": _ERROR_DESCRIPTIONS[status],
+            "content": {"application/json": {"example": _ERROR_EXAMPLES[status]}},
+        }
         for status in sorted({*COMMON_ERRORS, *statuses})
     }
 
 
+def _example(code: str, message: str, details: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+_ERROR_EXAMPLES = {
+    400: _example("invalid_request", "Missing required parameter `customer_id`.", "customer_id"),
+    401: _example("unauthorized", "Invalid API key (unknown or revoked).", "Authorization"),
+    403: _example(
+        "unauthorized",
+        "This endpoint needs an admin key; client keys cannot use it.",
+        "Authorization",
+    ),
+    404: _example("not_found", "No product with id `prod_…`.", "id"),
+    409: _example(
+        "invalid_request",
+        "Not enough stock for `prod_…`: 3 requested, 1 available.",
+        "items[0].quantity",
+    ),
+    413: _example("invalid_request", "The request body is larger than 1048576 bytes.", "body"),
+    415: _example(
+        "invalid_request",
+        "The request body must be JSON: send `Content-Type: application/json`.",
+        "Content-Type",
+    ),
+    500: _example("server_error", "Something went wrong on our side. …", "req_…"),
+}
+
+
 class MethodIndex:
-    """Which methods each path answers, for the ``Allow`` header of a 405.
+    """Which methods each path answers, for the ``Allow`` header of a 405; and which route
+    template a path falls under, for requests answered before routing (metrics, logs).
 
     FastAPI registers one route per method, and Starlette's own ``Allow`` names only the first
     route whose path matched; the index is built from our routers so it names them all.
@@ -156,7 +189,7 @@ class MethodIndex:
 
     def __init__(self, routers: Sequence[APIRouter]) -> None:
         self._routes = [
-            (route.path_regex, frozenset(route.methods or ()))
+            (route.path_regex, frozenset(route.methods or ()), route.path)
             for router in routers
             for route in router.routes
             if isinstance(route, APIRoute)
@@ -164,7 +197,14 @@ class MethodIndex:
 
     def allowed(self, path: str) -> list[str]:
         methods: set[str] = set()
-        for pattern, route_methods in self._routes:
+        for pattern, route_methods, _ in self._routes:
             if pattern.match(path):
                 methods |= route_methods
         return sorted(methods)
+
+    def template(self, path: str) -> str | None:
+        """The template (``/v1/orders/{id}``) of the first route matching ``path``, if any."""
+        for pattern, _, template in self._routes:
+            if pattern.match(path):
+                return template
+        return None
