@@ -17,6 +17,8 @@ from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
 from commerce_api.middleware import ErrorGuardMiddleware, RequestIdMiddleware
+from commerce_api.observability import metrics
+from commerce_api.observability.middleware import ObservabilityMiddleware
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.orders.routes import router as orders_router
 from commerce_api.ratelimit.limiter import RateLimiter
@@ -28,7 +30,7 @@ from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import Dispatcher
+from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.routes import endpoints_router, events_router
 
 TITLE = "Commerce API"
@@ -82,6 +84,16 @@ async def _housekeeping(db: Database) -> None:
         await asyncio.sleep(HOUSEKEEPING_INTERVAL_SECONDS)
 
 
+# Not in the OpenAPI document: it is for the operator's monitoring, not for integrators.
+metrics_router = APIRouter(route_class=StrictRoute, include_in_schema=False)
+
+
+@metrics_router.get(metrics.METRICS_PATH)
+async def prometheus_metrics(services: ServicesDep) -> Response:
+    """Prometheus text exposition (``COMMERCE_METRICS=off`` removes the route)."""
+    return Response(await metrics.render(services.db), media_type=metrics.CONTENT_TYPE)
+
+
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 
@@ -102,18 +114,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up"),
         ]
         dispatcher = Dispatcher(settings, db, box) if settings.run_dispatcher else None
+        dispatching = None
         if dispatcher is not None:
-            background.append(asyncio.create_task(dispatcher.run(), name="webhook-dispatcher"))
+            dispatching = asyncio.create_task(dispatcher.run(), name="webhook-dispatcher")
         try:
             yield
         finally:
-            if dispatcher is not None:
-                dispatcher.stop()
+            # Runs after uvicorn has finished the requests in flight (or given up on them).
+            if dispatcher is not None and dispatching is not None:
+                await stop_dispatcher(dispatcher, dispatching)
             background[0].cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await read_path.close()
             await limiter.close()
             await db.dispose()
+            metrics.process_exited()
 
     app = FastAPI(
         title=TITLE,
@@ -127,12 +142,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         generate_unique_id_function=lambda route: route.name,
     )
     install_error_handlers(app)
-    # Outermost last: request id → rate limit → error guard → read path → routes
-    # (see middleware.py and readpath/middleware.py).
+    # Outermost last: metrics and request log → request id → rate limit → error guard →
+    # read path → routes (see observability/middleware.py, middleware.py, readpath/middleware.py).
     app.add_middleware(ReadPathMiddleware)
     app.add_middleware(ErrorGuardMiddleware)
     app.add_middleware(RateLimitMiddleware)
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(ObservabilityMiddleware, metrics=settings.metrics == "on")
     routers = [
         catalog_router,
         orders_router,
@@ -141,6 +157,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         health_router,
         docs_router(TITLE),
     ]
+    if settings.metrics == "on":
+        routers.append(metrics_router)
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging.config
 import os
+import shutil
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TypeVar
 
 import click
@@ -21,6 +27,8 @@ from commerce_api.accounts import service as accounts
 from commerce_api.catalog import service as catalog
 from commerce_api.db import Database, UnsupportedDatabaseURL
 from commerce_api.errors import APIError
+from commerce_api.observability import MULTIPROC_DIR_VARIABLE
+from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.timestamps import format_timestamp
@@ -115,36 +123,73 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
     sys.stdout.flush()
     if no_dispatcher:
         os.environ["COMMERCE_RUN_DISPATCHER"] = "false"  # read by every worker's settings
-    uvicorn.run(
-        "commerce_api.app:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        proxy_headers=True,
-        server_header=False,
-        access_log=False,
-        log_level="info",
-    )
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again to die of it;
+    # this handler (restored by then) makes that a clean exit: 0, as supervisors expect.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    with _metrics_directory(workers):
+        uvicorn.run(
+            "commerce_api.app:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            proxy_headers=True,
+            server_header=False,
+            access_log=False,  # observability.middleware logs one line per request instead
+            log_config=logging_config(settings),
+            log_level=settings.log_level,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
+
+
+def _exit_cleanly(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+# On SIGTERM, requests in flight get this long to finish; then the dispatcher gets
+# dispatcher.STOP_GRACE_SECONDS, so the process is gone within about 15 s.
+GRACEFUL_SHUTDOWN_SECONDS = 10
+
+
+@contextmanager
+def _metrics_directory(workers: int) -> Iterator[None]:
+    """With several workers, a fresh directory where each keeps its metrics, so that any of
+    them can answer /metrics for all (prometheus-client's multiprocess mode); removed after.
+    Counts from a previous run must not leak in, hence always a new one."""
+    if workers == 1:
+        os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="commerce-api-metrics-")
+    os.environ[MULTIPROC_DIR_VARIABLE] = directory  # inherited by the workers uvicorn spawns
+    try:
+        yield
+    finally:
+        os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @main.command()
 def worker() -> None:
     """Run the webhook dispatcher alone (no HTTP), until SIGINT or SIGTERM."""
-    import signal
-
     from commerce_api.crypto import load_secret_box
-    from commerce_api.webhooks.dispatcher import Dispatcher
+    from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 
     settings = _settings()
+    logging.config.dictConfig(logging_config(settings))
 
     async def run(db: Database) -> None:
         dispatcher = Dispatcher(settings, db, await load_secret_box(settings, db))
+        stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, dispatcher.stop)
+            loop.add_signal_handler(signum, stopping.set)
         _note("Webhook dispatcher running; stop with Ctrl-C or SIGTERM.")
-        await dispatcher.run()
+        running = asyncio.create_task(dispatcher.run(), name="webhook-dispatcher")
+        stopped = asyncio.create_task(stopping.wait())
+        await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        await stop_dispatcher(dispatcher, running)
 
     _with_database(run, settings)
 

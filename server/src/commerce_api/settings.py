@@ -13,6 +13,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Environment = Literal["sandbox", "production"]
 Tier = Literal["development", "production"]
+LogFormat = Literal["auto", "json", "text"]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 
@@ -40,6 +42,16 @@ class Settings(BaseSettings):
     # Whether `serve` runs the webhook dispatcher in-process (`serve --no-dispatcher` sets it).
     run_dispatcher: bool = True
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    # `off` removes /metrics (it answers 404 like any unknown route).
+    metrics: Literal["on", "off"] = "on"
+    # `auto`: JSON lines when stderr is not a terminal, readable text when it is.
+    log_format: LogFormat = "auto"
+    log_level: LogLevel = "info"
+
+    @field_validator("metrics", "log_format", "log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from commerce_api.observability.metrics import RATE_LIMIT_STORE_ERRORS
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore
 from commerce_api.settings import Settings, Tier
 
@@ -73,6 +74,7 @@ class RateLimiter:
                 return await self.store.hit(key, window_start, window)
             except Exception as exc:
                 self.store_errors += 1
+                RATE_LIMIT_STORE_ERRORS.inc()
                 self._fallback_until = time.monotonic() + STORE_RETRY_SECONDS
                 logger.warning(
                     "rate-limit store unavailable (%s); counting in this process for %.0f s",
@@ -81,6 +83,7 @@ class RateLimiter:
                 )
         else:
             self.store_errors += 1
+            RATE_LIMIT_STORE_ERRORS.inc()
         return await self._fallback.hit(key, window_start, window)
 
     async def close(self) -> None:

@@ -1,8 +1,8 @@
 """Counts every request against its quota and puts ``X-RateLimit-*`` on every response.
 
 Authenticated requests count against their account (an operator key without an account
-against itself); the rest against the client's IP at the development quota. Health endpoints are
-for the operator's infrastructure and are not counted.
+against itself); the rest against the client's IP at the development quota. Health and metrics
+endpoints are for the operator's infrastructure and are not counted.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from commerce_api.dependencies import get_services, optional_principal
 from commerce_api.errors import error_body
 from commerce_api.middleware import add_headers, send_json
+from commerce_api.observability.metrics import METRICS_PATH, REJECTED_IP, REJECTED_KEY
 
-EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
 
 
 class RateLimitMiddleware:
@@ -37,6 +38,7 @@ class RateLimitMiddleware:
             client = scope.get("client")
             decision = await limiter.check(f"ip:{client[0] if client else '-'}", "development")
         if not decision.allowed:
+            (REJECTED_KEY if principal is not None else REJECTED_IP).inc()
             body = error_body(
                 "rate_limited",
                 f"Rate limit of {decision.limit} requests per window exceeded. Retry after "

@@ -26,6 +26,7 @@ import orjson
 
 from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
+from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_outcome
 from commerce_api.settings import Settings
 from commerce_api.timestamps import format_timestamp, utcnow
 from commerce_api.webhooks import repository
@@ -38,6 +39,10 @@ BATCH_SIZE = 20
 CONCURRENCY = 10
 MAX_CONSECUTIVE_FAILURES = 10
 USER_AGENT = "CommerceAPI-Webhooks/1"
+# On shutdown, attempts in flight get this long to finish before they are abandoned (their
+# deliveries are released and become due again: a receiver may then see one twice, as
+# at-least-once delivery allows).
+STOP_GRACE_SECONDS = 5.0
 _ERROR_LENGTH = 500
 
 
@@ -110,6 +115,7 @@ class Dispatcher:
             logger.info("webhook dispatcher stopped")
 
     def stop(self) -> None:
+        """Stop claiming; :meth:`run` returns once the attempts in flight are done."""
         self._stopping.set()
 
     async def run_once(self) -> int:
@@ -149,6 +155,7 @@ class Dispatcher:
         if endpoint.deleted_at is not None or not endpoint.enabled:
             reason = "endpoint deleted" if endpoint.deleted_at is not None else "endpoint disabled"
             await self._finish(event_id, endpoint_id, {"status": "failed", "next_attempt_at": None})
+            DELIVERY_OUTCOMES["failed"].inc()
             logger.info("dropped delivery of %s to %s: %s", event_id, endpoint_id, reason)
             return
 
@@ -197,13 +204,17 @@ class Dispatcher:
                 },
             )
             await self._update_endpoint_health(conn, endpoint, outcome)
+        result = deliveries_outcome(outcome.delivery_status)
+        DELIVERY_OUTCOMES[result].inc()
         logger.info(
             "webhook delivery",
             extra={
                 "event_id": event_id,
                 "endpoint_id": endpoint_id,
+                "attempt": delivery.attempts + 1,
                 "status_code": status_code,
-                "outcome": outcome.delivery_status,
+                "outcome": result,
+                "error": error,
                 "duration_ms": duration_ms,
             },
         )
@@ -280,3 +291,18 @@ class Dispatcher:
         if 200 <= response.status_code < 300:
             return response.status_code, None
         return response.status_code, f"HTTP {response.status_code}"
+
+
+async def stop_dispatcher(
+    dispatcher: Dispatcher, running: asyncio.Task[None], grace: float = STOP_GRACE_SECONDS
+) -> None:
+    """Stop ``dispatcher`` (whose :meth:`Dispatcher.run` is ``running``) within about ``grace``
+    seconds: attempts in flight may finish until then, and are cancelled after. Either way its
+    claims are released before this returns."""
+    dispatcher.stop()
+    done, _ = await asyncio.wait({running}, timeout=grace)
+    if not done:
+        logger.warning("webhook attempts still in flight after %.0f s; abandoning them", grace)
+        running.cancel()
+    # Waits for run()'s clean-up (the release), whether it stopped or was cancelled.
+    await asyncio.gather(running, return_exceptions=True)

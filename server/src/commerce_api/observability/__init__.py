@@ -1,0 +1,5 @@
+"""Metrics and logs for operators."""
+
+# Where prometheus-client's multiprocess mode keeps each worker's metrics. Read when
+# prometheus-client is first imported, so `serve` sets it before anything imports that.
+MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"

@@ -1,0 +1,175 @@
+"""Prometheus metrics, served at ``/metrics`` in the text exposition format.
+
+The counters and histograms live in this module (one set per process). With ``serve --workers
+N`` each worker writes them to files in ``PROMETHEUS_MULTIPROC_DIR`` (``serve`` sets it to a
+fresh directory) and whichever worker answers the scrape adds them all up, so the numbers are
+the deployment's and not one worker's.
+
+The outbox gauges are read from the database at scrape time (one indexed query), so they are
+the same whichever process answers: aggregate them across instances with ``max``, not ``sum``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client import (
+    CONTENT_TYPE_PLAIN_0_0_4,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+
+from commerce_api.db import Database
+from commerce_api.observability import MULTIPROC_DIR_VARIABLE
+from commerce_api.tables import webhook_deliveries
+from commerce_api.timestamps import utcnow
+
+logger = logging.getLogger("commerce_api.metrics")
+
+METRICS_PATH = "/metrics"
+# What generate_latest() writes (the classic format every Prometheus version reads).
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+# The label of a request that matched no route: raw paths would make the label set unbounded.
+UNMATCHED_ROUTE = "unmatched"
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+REQUESTS = Counter(
+    "commerce_http_requests",
+    "HTTP requests answered, by route template, method and status.",
+    ["route", "method", "status"],
+)
+REQUEST_DURATION = Histogram(
+    "commerce_http_request_duration_seconds",
+    "Time from receiving a request to sending the end of its response.",
+    ["route", "method"],
+    buckets=LATENCY_BUCKETS,
+)
+RATE_LIMIT_REJECTIONS = Counter(
+    "commerce_rate_limit_rejections",
+    "Requests refused with 429, by who was counted: an API key's account or a client IP.",
+    ["caller"],
+)
+RATE_LIMIT_STORE_ERRORS = Counter(
+    "commerce_rate_limit_store_errors",
+    "Requests counted in this process because the shared rate-limit store (Redis) failed.",
+)
+WEBHOOK_DELIVERIES = Counter(
+    "commerce_webhook_delivery_attempts",
+    "Webhook delivery attempts by outcome: succeeded, retry (scheduled again) or failed (final).",
+    ["outcome"],
+)
+
+# Children created up front, so the hot paths only look them up.
+REJECTED_KEY = RATE_LIMIT_REJECTIONS.labels("key")
+REJECTED_IP = RATE_LIMIT_REJECTIONS.labels("ip")
+DELIVERY_OUTCOMES = {
+    outcome: WEBHOOK_DELIVERIES.labels(outcome) for outcome in ("succeeded", "retry", "failed")
+}
+
+
+class RequestMetrics:
+    """The labelled children of the request metrics, created once per (route, method, status)."""
+
+    def __init__(self) -> None:
+        self._counters: dict[tuple[str, str, int], Counter] = {}
+        self._histograms: dict[tuple[str, str], Histogram] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._child(route, method, status)
+        counter.inc()
+        self._histograms[route, method].observe(seconds)
+
+    def _child(self, route: str, method: str, status: int) -> Counter:
+        if method not in KNOWN_METHODS:
+            method = "other"  # an arbitrary method must not create a label value
+        counter = REQUESTS.labels(route, method, str(status))
+        self._counters[route, method, status] = counter
+        if (route, method) not in self._histograms:
+            self._histograms[route, method] = REQUEST_DURATION.labels(route, method)
+        return counter
+
+
+def deliveries_outcome(delivery_status: str) -> str:
+    """The metric's outcome for a delivery's status after an attempt."""
+    return "retry" if delivery_status == "pending" else delivery_status
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxStats:
+    pending: int
+    oldest_due_seconds: float
+
+
+async def outbox_stats(db: Database) -> OutboxStats:
+    """Pending deliveries and how long the most overdue one has waited (0 when none is due),
+    in one query on the ``(status, next_attempt_at)`` index."""
+    query = select(func.count(), func.min(webhook_deliveries.c.next_attempt_at)).where(
+        webhook_deliveries.c.status == "pending"
+    )
+    async with db.read() as conn:
+        pending, oldest = (await conn.execute(query)).one()
+    age = 0.0 if oldest is None else max(0.0, (utcnow() - oldest).total_seconds())
+    return OutboxStats(int(pending), age)
+
+
+class _Scrape:
+    """One scrape: the process's (or every worker's) metrics plus the outbox gauges."""
+
+    def __init__(self, source: Collector, outbox: OutboxStats | None) -> None:
+        self.source = source
+        self.outbox = outbox
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.source.collect()
+        if self.outbox is None:
+            return
+        yield GaugeMetricFamily(
+            "commerce_webhook_outbox_pending",
+            "Webhook deliveries waiting to be attempted (due now or scheduled for a retry).",
+            value=self.outbox.pending,
+        )
+        yield GaugeMetricFamily(
+            "commerce_webhook_outbox_oldest_due_age_seconds",
+            "How long the longest-waiting due delivery has been due; 0 when none is due.",
+            value=self.outbox.oldest_due_seconds,
+        )
+
+
+def _source() -> Collector:
+    if os.environ.get(MULTIPROC_DIR_VARIABLE):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return registry
+    return REGISTRY
+
+
+async def render(db: Database) -> bytes:
+    """The exposition text for one scrape."""
+    try:
+        outbox: OutboxStats | None = await outbox_stats(db)
+    except Exception:
+        # The rest of the metrics are most wanted exactly when the database is in trouble.
+        logger.warning("could not read the webhook outbox for /metrics", exc_info=True)
+        outbox = None
+    return generate_latest(_Scrape(_source(), outbox))
+
+
+def process_exited() -> None:
+    """Tell the multiprocess files this worker is gone (drops its live gauges, if any)."""
+    directory = os.environ.get(MULTIPROC_DIR_VARIABLE)
+    if directory:
+        mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]
