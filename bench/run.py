@@ -11,7 +11,8 @@ page (a deep offset); a category's last page; ``GET /v1/products/{id}``; ``POST 
 (each request with its own Idempotency-Key). Each runs ``--rounds`` times: the median is
 reported with min-max. The server's resident memory (RSS) is sampled after each scenario.
 
-Results: bench/results/latest.{json,md,png}.
+Results: bench/results/latest.{json,md,png} (``--output`` names them), rewritten after each
+backend and size, so an interrupted run keeps what it measured.
 """
 
 from __future__ import annotations
@@ -326,7 +327,7 @@ def measure_service(
     port = free_port()
     with serve(port) as pid:
         base = f"http://127.0.0.1:{port}"
-        wait_for_snapshot(base, auth)
+        wait_for_snapshot(base, auth, reads[1][1])
         list_body = httpx.get(base + reads[0][1], headers=auth).content
         detail_body = httpx.get(base + reads[3][1], headers=auth).content
         for name, path in reads:
@@ -335,7 +336,7 @@ def measure_service(
     port = free_port()
     with serve(port, COMMERCE_RATE_LIMIT_ENABLED="false") as pid:
         base = f"http://127.0.0.1:{port}"
-        wait_for_snapshot(base, auth)
+        wait_for_snapshot(base, auth, reads[1][1])
         run("list, first page, rate limiter off", base + reads[0][1], auth, pid)
 
     (work / "list.json").write_bytes(list_body)
@@ -356,18 +357,17 @@ def measure_service(
     return scenarios
 
 
-def wait_for_snapshot(base: str, auth: dict[str, str]) -> None:
-    """Let the catalogue snapshot build before measuring (bounded)."""
-    deadline = time.monotonic() + 120
-    previous = None
-    while time.monotonic() < deadline:
-        started = time.perf_counter()
-        httpx.get(base + "/v1/products?limit=20", headers=auth)
-        elapsed = time.perf_counter() - started
-        if previous is not None and elapsed < 0.005 and previous < 0.005:
-            return
-        previous = elapsed
-        time.sleep(0.2)
+def wait_for_snapshot(base: str, auth: dict[str, str], probe: str) -> None:
+    """Let the catalogue snapshot build before measuring (bounded): the deep-offset page is
+    slow from the database and fast from the snapshot."""
+    deadline = time.monotonic() + 60
+    fast = 0
+    with httpx.Client(base_url=base, headers=auth) as client:
+        while time.monotonic() < deadline and fast < 3:
+            started = time.perf_counter()
+            client.get(probe)
+            fast = fast + 1 if time.perf_counter() - started < 0.010 else 0
+            time.sleep(0.1)
 
 
 def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
@@ -384,7 +384,7 @@ def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | N
     return None
 
 
-def report(scenarios: list[Scenario], args: argparse.Namespace) -> None:
+def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool = True) -> None:
     lines = [
         f"Interpreter: {platform.python_implementation()} {platform.python_version()} "
         f"({sys.executable}); {os.cpu_count()} CPUs; wrk -t1 -c{args.connections}; "
@@ -405,10 +405,11 @@ def report(scenarios: list[Scenario], args: argparse.Namespace) -> None:
             f"{s.median('rss_mb'):.0f} | {sum(r.non_2xx for r in s.runs)} |"
         )
     text = "\n".join(lines)
-    print(text)
+    if final:
+        print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "latest.md").write_text(text + "\n")
-    (RESULTS / "latest.json").write_text(
+    (RESULTS / f"{args.output}.md").write_text(text + "\n")
+    (RESULTS / f"{args.output}.json").write_text(
         json.dumps(
             {
                 "interpreter": sys.version,
@@ -426,10 +427,10 @@ def report(scenarios: list[Scenario], args: argparse.Namespace) -> None:
             indent=2,
         )
     )
-    chart(scenarios)
+    chart(scenarios, RESULTS / f"{args.output}.png")
 
 
-def chart(scenarios: list[Scenario]) -> None:
+def chart(scenarios: list[Scenario], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -454,7 +455,8 @@ def chart(scenarios: list[Scenario]) -> None:
         )
     axis.legend(loc="lower right")
     figure.tight_layout()
-    figure.savefig(RESULTS / "latest.png", dpi=110)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def main() -> None:
@@ -464,6 +466,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--output", default="latest", help="bench/results/<output>.{md,json,png}")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("make bench needs wrk: `sudo apt-get install wrk` (Debian/Ubuntu).")
@@ -478,6 +481,7 @@ def main() -> None:
             for size in (int(s) for s in args.sizes.split(",")):
                 print(f"== {backend}, {size:,} products", flush=True)
                 scenarios += bench_backend(backend, size, args, work)
+                report(scenarios, args, final=False)  # a partial run still leaves its figures
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(scenarios, args)
