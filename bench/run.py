@@ -49,8 +49,14 @@ POSTGRES_ADMIN_URL = os.environ.get(
 REDIS_URL = os.environ.get("COMMERCE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 CATEGORIES = ["books", "electronics", "apparel", "home", "toys", "grocery", "garden", "sport"]
 
+# A fresh key per request, and per wrk run (the warm-up and each round start their counters
+# anew): a reused key would measure idempotent replays, not orders.
 ORDER_SCRIPT = """
 counter = 0
+init = function(args)
+  math.randomseed(os.time() + math.floor(os.clock() * 1000000))
+  SEED = SEED .. "-" .. math.random(1, 1000000000)
+end
 request = function()
   counter = counter + 1
   wrk.headers["Idempotency-Key"] = "bench-" .. SEED .. "-" .. counter

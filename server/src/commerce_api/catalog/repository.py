@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -108,14 +108,18 @@ async def archive(conn: AsyncConnection, product_id: str, at: datetime) -> bool:
     return await update_active(conn, product_id, {"archived_at": at, "updated_at": at})
 
 
-async def all_active(conn: AsyncConnection) -> Sequence[Row[Any]]:
-    """Every active product's list fields, in list order (for the in-memory snapshot)."""
-    result = await conn.execute(
+async def stream_active(
+    conn: AsyncConnection, partition: int = 2000
+) -> AsyncIterator[Sequence[Row[Any]]]:
+    """Every active product's list fields, in list order, a partition at a time (for the
+    in-memory snapshot)."""
+    result = await conn.stream(
         select(*LIST_COLUMNS)
         .where(products.c.archived_at.is_(None))
         .order_by(products.c.created_at, products.c.id)
     )
-    return result.all()
+    async for rows in result.partitions(partition):
+        yield rows
 
 
 async def count_all(conn: AsyncConnection) -> int:

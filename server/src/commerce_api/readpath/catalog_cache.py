@@ -67,24 +67,29 @@ class CatalogCache:
             self._rebuild = asyncio.create_task(self._build(), name="catalog-snapshot")
 
     async def warm(self) -> None:
-        """Build the snapshot now (at start-up), if the version is known."""
-        await self._build()
+        """Build the snapshot now (at start-up), if the version is known; the same single
+        build a stale page would start, never a second one beside it."""
+        self._start_rebuild()
+        if self._rebuild is not None:
+            await asyncio.shield(self._rebuild)
 
     async def _build(self) -> None:
         versions = await self._tracker.current()
         if versions is None or versions.catalog is None:
             return
+        snapshot = Snapshot(versions.catalog)
         try:
+            # Streamed in partitions: the rows are rendered as they come, never all held at
+            # once (100,000 ORM rows would cost several times the snapshot's own memory).
             async with self._db.read() as conn:
-                rows = await repository.all_active(conn)
+                async for rows in repository.stream_active(conn):
+                    for row in rows:
+                        item = orjson.dumps(list_item(row))
+                        snapshot.items.append(item)
+                        snapshot.by_category.setdefault(row.category, []).append(item)
         except Exception:
             logger.exception("could not build the catalogue snapshot")
             return
-        snapshot = Snapshot(versions.catalog)
-        for row in rows:
-            item = orjson.dumps(list_item(row))
-            snapshot.items.append(item)
-            snapshot.by_category.setdefault(row.category, []).append(item)
         self._snapshot = snapshot
         if self.on_rebuilt is not None:
             self.on_rebuilt()
