@@ -38,6 +38,7 @@ from commerce_api.catalog import service as catalog_service
 from commerce_api.db import Database
 from commerce_api.dependencies import Services
 from commerce_api.ids import new_id
+from commerce_api.pagination import DEFAULT_PAGE_SIZE
 from commerce_api.readpath import changes
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.changes import Versions
@@ -272,7 +273,7 @@ async def test_list_bodies_are_byte_identical_on_every_path(
         expected = await db_list(
             services.db,
             category,
-            min(limit if limit is not None else catalog_service.DEFAULT_PAGE_SIZE, 100),
+            min(limit if limit is not None else DEFAULT_PAGE_SIZE, 100),
             offset or 0,
         )
         # 1. the middleware, from the snapshot

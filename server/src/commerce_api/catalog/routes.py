@@ -16,13 +16,11 @@ from commerce_api.catalog.schemas import (
     ProductUpdate,
 )
 from commerce_api.dependencies import AdminPrincipal, CurrentPrincipal, ServicesDep
+from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
 from commerce_api.routing import StrictRoute, error_responses, json_response
 from commerce_api.schemas import SingleLine
 
 router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictRoute)
-
-# Offsets beyond 2**53 - 1 cannot be represented by JavaScript clients; no catalogue gets there.
-MAX_OFFSET = 2**53 - 1
 
 
 @router.get(
@@ -35,11 +33,8 @@ async def list_products(
     request: Request,
     services: ServicesDep,
     _principal: CurrentPrincipal,
-    limit: Annotated[
-        int,
-        Query(ge=1, description="Page size; values above 100 are clamped to 100."),
-    ] = service.DEFAULT_PAGE_SIZE,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Number of items to skip.")] = 0,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    offset: Offset = 0,
     category: Annotated[
         str | None,
         Query(min_length=1, max_length=MAX_CATEGORY_LENGTH, description="Only this category."),
@@ -50,7 +45,7 @@ async def list_products(
 
     List items omit `inventory_count` and `updated_at`; read one product for those.
     """
-    limit = min(limit, service.MAX_PAGE_SIZE)
+    limit = clamp(limit)
     cached = await services.read_path.page(
         request.scope.setdefault("state", {}), category, limit, offset
     )

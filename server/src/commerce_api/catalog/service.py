@@ -18,10 +18,8 @@ from commerce_api.catalog.schemas import ProductCreate, ProductUpdate
 from commerce_api.errors import describe_validation_error, not_found
 from commerce_api.ids import looks_like, new_id
 from commerce_api.money import to_major, to_minor
+from commerce_api.pagination import page
 from commerce_api.timestamps import format_timestamp, utcnow
-
-DEFAULT_PAGE_SIZE = 20
-MAX_PAGE_SIZE = 100
 
 
 def list_item(row: Any) -> dict[str, Any]:
@@ -52,15 +50,7 @@ async def list_products(
     """One page of active products in (created_at, id) order. ``limit`` is already clamped."""
     total = await repository.count_active(conn, category)
     rows = await repository.page_active(conn, category, limit, offset) if offset < total else []
-    return {
-        "data": [list_item(row) for row in rows],
-        "pagination": {
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-            "has_more": offset + len(rows) < total,
-        },
-    }
+    return page([list_item(row) for row in rows], total, limit, offset)
 
 
 async def get_product(conn: AsyncConnection, product_id: str) -> dict[str, Any]:

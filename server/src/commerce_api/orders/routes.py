@@ -8,11 +8,10 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from commerce_api import idempotency
-from commerce_api.catalog.routes import MAX_OFFSET
-from commerce_api.catalog.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from commerce_api.dependencies import CurrentPrincipal, ServicesDep
 from commerce_api.orders import service
 from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
+from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
 from commerce_api.routing import StrictRoute, error_responses, json_response
 from commerce_api.schemas import SingleLine
 
@@ -50,10 +49,8 @@ async def create_order(
 async def list_orders(
     services: ServicesDep,
     principal: CurrentPrincipal,
-    limit: Annotated[
-        int, Query(ge=1, description="Page size; values above 100 are clamped to 100.")
-    ] = DEFAULT_PAGE_SIZE,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to skip.")] = 0,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    offset: Offset = 0,
     status: Annotated[OrderStatusName | None, Query(description="Only this status.")] = None,
     customer_id: Annotated[
         str | None,
@@ -68,7 +65,7 @@ async def list_orders(
             principal,
             status=status,
             customer_id=customer_id,
-            limit=min(limit, MAX_PAGE_SIZE),
+            limit=clamp(limit),
             offset=offset,
         )
     return json_response(page)

@@ -24,6 +24,7 @@ from commerce_api.orders.domain import (
     total_minor,
 )
 from commerce_api.orders.schemas import OrderCreate
+from commerce_api.pagination import page
 from commerce_api.settings import Environment
 from commerce_api.timestamps import format_timestamp, utcnow
 
@@ -187,15 +188,8 @@ async def list_orders(
     lines_by_order: dict[str, list[Any]] = defaultdict(list)
     for line in await repository.lines_of(conn, [row.id for row in rows]):
         lines_by_order[line.order_id].append(line)
-    return {
-        "data": [render_order(row, lines_by_order[row.id]) for row in rows],
-        "pagination": {
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-            "has_more": offset + len(rows) < total,
-        },
-    }
+    items = [render_order(row, lines_by_order[row.id]) for row in rows]
+    return page(items, total, limit, offset)
 
 
 async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import orjson
 from commerce_api.catalog import repository
 from commerce_api.catalog.service import list_item
 from commerce_api.db import Database
+from commerce_api.pagination import pagination
 from commerce_api.readpath.changes import ChangeTracker, Versions
 
 logger = logging.getLogger("commerce_api.readpath")
@@ -32,13 +33,8 @@ class Snapshot:
 
 def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
     """The list response, byte for byte what ``orjson.dumps`` makes of the page dict."""
-    pagination = {
-        "total": total,
-        "limit": limit,
-        "offset": offset,
-        "has_more": offset + len(items) < total,
-    }
-    return b'{"data":[' + b",".join(items) + b'],"pagination":' + orjson.dumps(pagination) + b"}"
+    meta = orjson.dumps(pagination(total, limit, offset, len(items)))
+    return b'{"data":[' + b",".join(items) + b'],"pagination":' + meta + b"}"
 
 
 class CatalogCache:

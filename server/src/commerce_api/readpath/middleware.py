@@ -18,13 +18,12 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from commerce_api.catalog.schemas import MAX_CATEGORY_LENGTH
-from commerce_api.catalog.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from commerce_api.dependencies import get_services, optional_principal
+from commerce_api.pagination import DEFAULT_PAGE_SIZE, MAX_OFFSET, clamp
 from commerce_api.readpath.service import ReadPath
 
 LIST_PATH = "/v1/products"
 DETAIL_PREFIX = "/v1/products/"
-MAX_OFFSET = 2**53 - 1
 _JSON = (b"content-type", b"application/json")
 
 
@@ -62,7 +61,7 @@ def _list_query(query_string: bytes) -> tuple[str | None, int, int] | None:
         and category.encode("utf-8", "strict")
     ):
         return None
-    return category, min(limit, MAX_PAGE_SIZE), offset
+    return category, clamp(limit), offset
 
 
 class ReadPathMiddleware:

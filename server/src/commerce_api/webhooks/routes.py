@@ -8,9 +8,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from commerce_api import idempotency
-from commerce_api.catalog.routes import MAX_OFFSET
-from commerce_api.catalog.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from commerce_api.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
 from commerce_api.routing import StrictRoute, error_responses, json_response
 from commerce_api.webhooks import service
 from commerce_api.webhooks.schemas import (
@@ -28,9 +27,6 @@ endpoints_router = APIRouter(
     prefix="/v1/webhook_endpoints", tags=["Webhook endpoints"], route_class=StrictRoute
 )
 events_router = APIRouter(prefix="/v1/events", tags=["Events"], route_class=StrictRoute)
-
-Limit = Annotated[int, Query(ge=1, description="Page size; values above 100 are clamped to 100.")]
-Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to skip.")]
 
 
 @endpoints_router.post(
@@ -73,9 +69,7 @@ async def list_webhook_endpoints(
 ) -> Response:
     """Your account's endpoints, oldest first."""
     async with services.db.read() as conn:
-        page = await service.list_endpoints(
-            conn, principal, limit=min(limit, MAX_PAGE_SIZE), offset=offset
-        )
+        page = await service.list_endpoints(conn, principal, limit=clamp(limit), offset=offset)
     return json_response(page)
 
 
@@ -158,7 +152,7 @@ async def list_events(
     """Your account's events of the last 30 days, oldest first."""
     async with services.db.read() as conn:
         page = await service.list_events(
-            conn, principal, event_type=type, limit=min(limit, MAX_PAGE_SIZE), offset=offset
+            conn, principal, event_type=type, limit=clamp(limit), offset=offset
         )
     return json_response(page)
 

@@ -12,6 +12,7 @@ from commerce_api.accounts.service import Principal
 from commerce_api.crypto import SecretBox
 from commerce_api.errors import APIError, forbidden, invalid_request, not_found
 from commerce_api.ids import looks_like, new_id
+from commerce_api.pagination import page
 from commerce_api.settings import Settings
 from commerce_api.timestamps import format_timestamp, utcnow
 from commerce_api.webhooks import repository
@@ -108,19 +109,7 @@ async def list_endpoints(
     rows = (
         await repository.page_endpoints(conn, account_id, limit, offset) if offset < total else []
     )
-    return _page([render_endpoint(row) for row in rows], total, limit, offset)
-
-
-def _page(items: list[dict[str, Any]], total: int, limit: int, offset: int) -> dict[str, Any]:
-    return {
-        "data": items,
-        "pagination": {
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-            "has_more": offset + len(items) < total,
-        },
-    }
+    return page([render_endpoint(row) for row in rows], total, limit, offset)
 
 
 async def get_endpoint(
@@ -216,7 +205,7 @@ async def list_events(
         if offset < total
         else []
     )
-    return _page([render_event(row) for row in rows], total, limit, offset)
+    return page([render_event(row) for row in rows], total, limit, offset)
 
 
 async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:
