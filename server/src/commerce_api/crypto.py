@@ -13,14 +13,10 @@ import hashlib
 import secrets
 
 from cryptography.fernet import Fernet, InvalidToken
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from commerce_api.db import Database
+from commerce_api.instance import ensure_value
 from commerce_api.settings import Settings
-from commerce_api.tables import instance_values
-from commerce_api.timestamps import utcnow
 
 _GENERATED_KEY_NAME = "secret_key"
 
@@ -62,14 +58,5 @@ async def load_secret_box(settings: Settings, db: Database) -> SecretBox:
             "encrypts webhook secrets at rest"
         )
     async with db.write() as conn:
-        insert = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
-        await conn.execute(
-            insert(instance_values)
-            .values(name=_GENERATED_KEY_NAME, value=secrets.token_urlsafe(32), created_at=utcnow())
-            .on_conflict_do_nothing(index_elements=["name"])
-        )
-        material = await conn.scalar(
-            select(instance_values.c.value).where(instance_values.c.name == _GENERATED_KEY_NAME)
-        )
-    assert material is not None
+        material = await ensure_value(conn, _GENERATED_KEY_NAME, secrets.token_urlsafe(32))
     return SecretBox(material)

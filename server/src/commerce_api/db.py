@@ -20,12 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 _IMMEDIATE = "commerce_begin_immediate"
 _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate` on PostgreSQL
+
+
+def dialect_insert(conn: AsyncConnection) -> Any:
+    """The backend's ``insert`` construct, which has ``on_conflict_do_nothing/update``."""
+    if conn.dialect.name == "postgresql":
+        return postgresql_insert
+    return sqlite_insert
 
 
 class UnsupportedDatabaseURL(ValueError):

@@ -22,14 +22,12 @@ from typing import Any
 
 import orjson
 from sqlalchemy import and_, delete, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
 from commerce_api.crypto import SecretBox
-from commerce_api.db import Database
+from commerce_api.db import Database, dialect_insert
 from commerce_api.errors import APIError, invalid_request
 from commerce_api.tables import idempotency_keys as keys
 from commerce_api.timestamps import utcnow
@@ -80,10 +78,6 @@ def fingerprint(method: str, path: str, query: str, body: bytes) -> str:
     return digest.hexdigest()
 
 
-def _insert(conn: AsyncConnection) -> Any:
-    return postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
-
-
 async def claim(
     db: Database, box: SecretBox, scope: str, key: str, print_: str
 ) -> Claim | Response:
@@ -91,7 +85,7 @@ async def claim(
     now = utcnow()
     async with db.write() as conn:
         inserted = await conn.execute(
-            _insert(conn)(keys)
+            dialect_insert(conn)(keys)
             .values(
                 scope=scope,
                 key=key,

@@ -18,15 +18,12 @@ import logging
 import secrets
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import asyncpg
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.tables import instance_values
-from commerce_api.timestamps import utcnow
+from commerce_api.instance import set_value
 
 logger = logging.getLogger("commerce_api.readpath")
 
@@ -42,16 +39,8 @@ class Versions:
 
 async def bump(conn: AsyncConnection, *names: str) -> None:
     """Mark cached data as changed, inside the caller's transaction."""
-    now = utcnow()
-    postgres = conn.dialect.name == "postgresql"
-    insert: Any = postgresql_insert if postgres else sqlite_insert
     for name in names:
-        stamp = secrets.token_hex(8)
-        await conn.execute(
-            insert(instance_values)
-            .values(name=name, value=stamp, created_at=now)
-            .on_conflict_do_update(index_elements=["name"], set_={"value": stamp})
-        )
+        await set_value(conn, name, secrets.token_hex(8))
 
 
 class ChangeTracker(Protocol):

@@ -6,20 +6,17 @@ import secrets
 from collections import OrderedDict
 from typing import Any
 
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 
 from commerce_api.accounts.service import Principal, principal_from_row, screen_token
 from commerce_api.catalog.service import product_detail
 from commerce_api.db import Database
 from commerce_api.ids import looks_like
+from commerce_api.instance import ensure_value
 from commerce_api.readpath import changes
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader, open_sqlite
 from commerce_api.settings import Environment
-from commerce_api.tables import instance_values
-from commerce_api.timestamps import utcnow
 
 KEY_CACHE_SIZE = 10_000
 
@@ -112,10 +109,5 @@ class ReadPath:
 async def _ensure_stamps(db: Database) -> None:
     """Give each version stamp a first value, so caches can start (never overwrites one)."""
     async with db.write() as conn:
-        insert: Any = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
         for name in (changes.AUTH, changes.CATALOG):
-            await conn.execute(
-                insert(instance_values)
-                .values(name=name, value=secrets.token_hex(8), created_at=utcnow())
-                .on_conflict_do_nothing(index_elements=["name"])
-            )
+            await ensure_value(conn, name, secrets.token_hex(8))

@@ -125,7 +125,9 @@ class Dispatcher:
             claimed = await repository.claim_due(
                 conn, now=now, until=now + self.lease, token=self.token, limit=BATCH_SIZE
             )
-        await asyncio.gather(*(self._attempt(row.event_id, row.endpoint_id) for row in claimed))
+        await asyncio.gather(
+            *(self._attempt(row.event_id, row.endpoint_id, row.attempts) for row in claimed)
+        )
         return len(claimed)
 
     async def _release(self) -> None:
@@ -133,23 +135,19 @@ class Dispatcher:
             async with self.db.write() as conn:
                 await repository.release_claims(conn, self.token)
 
-    async def _attempt(self, event_id: str, endpoint_id: str) -> None:
+    async def _attempt(self, event_id: str, endpoint_id: str, attempts_before: int) -> None:
         async with self._slots:
             try:
-                await self._attempt_one(event_id, endpoint_id)
+                await self._attempt_one(event_id, endpoint_id, attempts_before)
             except Exception:
                 # The claim lapses and the delivery is retried; nothing is lost.
                 logger.exception("delivery of %s to %s failed unexpectedly", event_id, endpoint_id)
 
-    async def _attempt_one(self, event_id: str, endpoint_id: str) -> None:
+    async def _attempt_one(self, event_id: str, endpoint_id: str, attempts_before: int) -> None:
+        """One attempt; ``attempts_before`` comes with the claim, which pins it."""
         async with self.db.read() as conn:
             event = await repository.get_event(conn, event_id)
             endpoint = await repository.endpoint_by_id(conn, endpoint_id)
-            delivery = next(
-                d
-                for d in await repository.deliveries_of(conn, event_id)
-                if d.endpoint_id == endpoint_id
-            )
         assert event is not None
         assert endpoint is not None
         if endpoint.deleted_at is not None or not endpoint.enabled:
@@ -173,7 +171,7 @@ class Dispatcher:
         duration_ms = round((time.perf_counter() - started) * 1000)
         outcome = decide(
             status_code=status_code,
-            attempts_before=delivery.attempts,
+            attempts_before=attempts_before,
             schedule=self.settings.webhook_retry_schedule,
             now=utcnow(),
         )
@@ -185,7 +183,7 @@ class Dispatcher:
                 token=self.token,
                 values={
                     "status": outcome.delivery_status,
-                    "attempts": delivery.attempts + 1,
+                    "attempts": attempts_before + 1,
                     "next_attempt_at": outcome.next_attempt_at,
                     "updated_at": utcnow(),
                 },
@@ -211,7 +209,7 @@ class Dispatcher:
             extra={
                 "event_id": event_id,
                 "endpoint_id": endpoint_id,
-                "attempt": delivery.attempts + 1,
+                "attempt": attempts_before + 1,
                 "status_code": status_code,
                 "outcome": result,
                 "error": error,

@@ -1,0 +1,34 @@
+"""Instance-wide values the service keeps for itself (``instance_values``): the sandbox's
+secret-encryption key and the read path's version stamps."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.db import dialect_insert
+from commerce_api.tables import instance_values
+from commerce_api.timestamps import utcnow
+
+
+async def ensure_value(conn: AsyncConnection, name: str, value: str) -> str:
+    """``name``'s value, set to ``value`` first if it has none (safe against a concurrent
+    first writer: whoever inserts first wins, and everyone reads that)."""
+    await conn.execute(
+        dialect_insert(conn)(instance_values)
+        .values(name=name, value=value, created_at=utcnow())
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    stored = await conn.scalar(
+        select(instance_values.c.value).where(instance_values.c.name == name)
+    )
+    assert stored is not None
+    return str(stored)
+
+
+async def set_value(conn: AsyncConnection, name: str, value: str) -> None:
+    await conn.execute(
+        dialect_insert(conn)(instance_values)
+        .values(name=name, value=value, created_at=utcnow())
+        .on_conflict_do_update(index_elements=["name"], set_={"value": value})
+    )
