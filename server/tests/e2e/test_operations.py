@@ -25,6 +25,7 @@ from sqlalchemy import select
 
 from commerce_api.app import create_app
 from commerce_api.db import Database
+from commerce_api.observability.metrics import RequestMetrics
 from commerce_api.tables import webhook_deliveries
 from tests.api.test_rate_limits import redis_test_url, unique_redis_prefix
 from tests.conftest import make_settings
@@ -350,6 +351,8 @@ async def test_metrics_add_up_every_worker_and_their_directory_is_removed(
             for _ in range(30):
                 response = await http.get("/v1/products", headers=bearer(key))
                 assert response.status_code == 200
+            # Each worker feeds its metrics in batches, at most FLUSH_SECONDS after a request.
+            await asyncio.sleep(RequestMetrics.FLUSH_SECONDS * 4)
             # Whichever worker answers, it reports both workers' requests.
             for _ in range(4):
                 scrape = await http.get("/metrics")

@@ -1,23 +1,21 @@
 """The outermost ASGI layer: times every request, counts it in the metrics and logs one line.
 
-It sits outside the rate limiter and the read-path fast path, so a 429 or a fast-path answer is
-counted like any other response. Requests are labelled by route *template*
-(``/v1/products/{id}``): the matched FastAPI route when routing ran, else the route the path
-would match (a fast-path answer, or a request refused before routing: a 429, a 413), else
-``unmatched``.
+It sits outside the rate limiter, so a 429 is counted like any other response; the read path's
+fast lane, which answers before the stack, reports its answers to the same
+:class:`RequestObserver`. Requests are labelled by route *template* (``/v1/products/{id}``):
+the matched FastAPI route when routing ran, else the route the path would match (a request
+refused before routing: a 429, a 413), else ``unmatched``.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from commerce_api.observability.access import AccessLog
 from commerce_api.observability.metrics import UNMATCHED_ROUTE, RequestMetrics
-
-logger = logging.getLogger("commerce_api.access")
 
 _FAST_LIST = "/v1/products"
 _FAST_DETAIL_PREFIX = "/v1/products/"
@@ -43,10 +41,35 @@ def route_template(scope: Scope) -> str:
     return template or UNMATCHED_ROUTE
 
 
+class RequestObserver:
+    """Counts and logs answered requests (the middleware below and the read path's fast lane)."""
+
+    def __init__(self, metrics: RequestMetrics | None, access_log: AccessLog) -> None:
+        self.metrics = metrics
+        self.access_log = access_log
+
+    def observe(self, scope: Scope, route: str, status: int, elapsed: float) -> None:
+        method: str = scope["method"]
+        if self.metrics is not None:
+            self.metrics.observe(route, method, status, elapsed)
+        if self.access_log.enabled():
+            state: dict[str, Any] = scope.get("state", {})
+            principal = state.get("principal")
+            self.access_log.record(
+                state.get("request_id"),
+                getattr(principal, "account_id", None),
+                getattr(principal, "key_id", None),
+                route,
+                method,
+                status,
+                elapsed,
+            )
+
+
 class ObservabilityMiddleware:
-    def __init__(self, app: ASGIApp, *, metrics: bool = True) -> None:
+    def __init__(self, app: ASGIApp, *, observer: RequestObserver) -> None:
         self.app = app
-        self.metrics = RequestMetrics() if metrics else None
+        self.observer = observer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,32 +87,6 @@ class ObservabilityMiddleware:
         try:
             await self.app(scope, receive, send_with_status)
         finally:
-            elapsed = time.perf_counter() - started
-            route = route_template(scope)
-            method: str = scope["method"]
-            if self.metrics is not None:
-                self.metrics.observe(route, method, status, elapsed)
-            if logger.isEnabledFor(logging.INFO):
-                _log_request(scope, route, method, status, elapsed)
-
-
-def _log_request(scope: Scope, route: str, method: str, status: int, elapsed: float) -> None:
-    state: dict[str, Any] = scope.get("state", {})
-    principal = state.get("principal")
-    duration_ms = round(elapsed * 1000, 2)
-    logger.info(
-        "%s %s %s %.2fms",
-        method,
-        route,
-        status,
-        duration_ms,
-        extra={
-            "request_id": state.get("request_id"),
-            "account_id": getattr(principal, "account_id", None),
-            "key_id": getattr(principal, "key_id", None),
-            "route": route,
-            "method": method,
-            "status": status,
-            "duration_ms": duration_ms,
-        },
-    )
+            self.observer.observe(
+                scope, route_template(scope), status, time.perf_counter() - started
+            )
