@@ -6,6 +6,7 @@ every process computes the same reset time without talking to the others.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -13,6 +14,7 @@ import types
 from collections.abc import AsyncIterator
 
 import pytest
+from redis.asyncio import Redis
 
 from commerce_api.ratelimit import limiter as limiter_module
 from commerce_api.ratelimit.limiter import STORE_RETRY_SECONDS, Decision, RateLimiter
@@ -293,3 +295,37 @@ async def test_a_clock_that_steps_back_still_counts_in_the_newest_window() -> No
     assert await store.hit("acct_a", 7200, 3600) == 2
     # The clock stepped back into the previous window: the request is not a free one.
     assert await store.hit("acct_a", 3600, 3600) == 3
+
+
+async def test_concurrent_hits_on_redis_share_round_trips_and_count_exactly(
+    redis_store: tuple[str, str],
+) -> None:
+    url, prefix = redis_store
+    store = RedisStore(url, prefix)
+    try:
+        sent: list[int] = []
+        original = store._hit_round
+
+        async def counting(hits: list[tuple[str, int]]) -> list[int]:
+            sent.append(len(hits))
+            return await original(hits)
+
+        store._hit_round = counting  # type: ignore[method-assign]
+        store._rounds._send = counting  # the bound method the rounds were built with
+        hits = [store.hit(f"acct_{i % 3}", WINDOW_START, HOUR) for i in range(60)]
+        counts = await asyncio.gather(*hits)
+        for account in range(3):
+            mine = sorted(counts[i] for i in range(60) if i % 3 == account)
+            assert mine == list(range(1, 21))  # each hit its own place, none shared or lost
+        assert sum(sent) == 60
+        assert len(sent) < 60  # round trips were shared
+        assert await store.hit("acct_0", WINDOW_START, HOUR) == 21
+        redis = Redis.from_url(url)
+        try:
+            key = f"{prefix}ratelimit:{WINDOW_START}:acct_1"
+            assert int(await redis.get(key)) == 20
+            assert 0 < await redis.ttl(key) <= HOUR + 60
+        finally:
+            await redis.aclose()
+    finally:
+        await store.close()

@@ -10,12 +10,33 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from commerce_api.accounts.service import Principal
 from commerce_api.dependencies import get_services, optional_principal
 from commerce_api.errors import error_body
 from commerce_api.middleware import add_headers, send_json
 from commerce_api.observability.metrics import METRICS_PATH, REJECTED_IP, REJECTED_KEY
+from commerce_api.ratelimit.limiter import Decision, RateLimiter
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
+
+
+async def decide(limiter: RateLimiter, scope: Scope, principal: Principal | None) -> Decision:
+    """Count this request against its quota: the key's account (or the key), else the IP."""
+    if principal is not None:
+        return await limiter.check(principal.account_id or principal.key_id, principal.tier)
+    client = scope.get("client")
+    return await limiter.check(f"ip:{client[0] if client else '-'}", "development")
+
+
+def rejection(decision: Decision, principal: Principal | None) -> bytes:
+    """The 429 body for a refused request (and count the refusal)."""
+    (REJECTED_KEY if principal is not None else REJECTED_IP).inc()
+    return error_body(
+        "rate_limited",
+        f"Rate limit of {decision.limit} requests per window exceeded. Retry after "
+        f"{decision.retry_after} seconds (see the Retry-After header).",
+        "X-RateLimit-Limit",
+    )
 
 
 class RateLimitMiddleware:
@@ -32,19 +53,9 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
         principal = await optional_principal(request)
-        if principal is not None:
-            decision = await limiter.check(principal.account_id or principal.key_id, principal.tier)
-        else:
-            client = scope.get("client")
-            decision = await limiter.check(f"ip:{client[0] if client else '-'}", "development")
+        decision = await decide(limiter, scope, principal)
         if not decision.allowed:
-            (REJECTED_KEY if principal is not None else REJECTED_IP).inc()
-            body = error_body(
-                "rate_limited",
-                f"Rate limit of {decision.limit} requests per window exceeded. Retry after "
-                f"{decision.retry_after} seconds (see the Retry-After header).",
-                "X-RateLimit-Limit",
-            )
+            body = rejection(decision, principal)
             await send_json(add_headers(send, decision.headers()), 429, body, [])
             return
         await self.app(scope, receive, add_headers(send, decision.headers()))
