@@ -12,6 +12,7 @@ success and rolls back on any exception. Services and repositories never commit.
 
 from __future__ import annotations
 
+import mmap
 import sqlite3
 import time
 from collections.abc import AsyncIterator
@@ -24,6 +25,8 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from commerce_api import wal_index
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 _IMMEDIATE = "commerce_begin_immediate"
@@ -75,6 +78,7 @@ class Database:
                 self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
             )
         self._write_engine = self.engine.execution_options(**{_IMMEDIATE: True})
+        self._wal_index: wal_index.WalIndex | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -107,8 +111,22 @@ class Database:
                 )
             await conn.run_sync(upgrade_to_head)
 
+    def wal_index(self) -> mmap.mmap | None:
+        """SQLite's WAL-index header, mapped read-only (see ``wal_index.py``); None on
+        PostgreSQL or when it cannot be mapped. Held until :meth:`dispose`, so the SQLite
+        connections this process opened on the file for this database must be closed first."""
+        if not self.is_sqlite:
+            return None
+        if self._wal_index is None:
+            assert self.url.database is not None
+            self._wal_index = wal_index.acquire(self.url.database)
+        return None if self._wal_index is None else self._wal_index.view
+
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self._wal_index is not None:
+            self._wal_index.release()
+            self._wal_index = None
 
 
 def _ensure_wal(cursor: Any) -> None:
