@@ -16,7 +16,7 @@ import logging
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from commerce_api.errors import MAX_BODY_BYTES, BodyTooLarge, error_body, server_error
-from commerce_api.ids import new_id
+from commerce_api.ids import new_request_id
 
 logger = logging.getLogger("commerce_api")
 
@@ -50,7 +50,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = new_id("req")
+        request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         await self.app(scope, receive, add_headers(send, [(b"x-request-id", request_id.encode())]))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -19,6 +20,9 @@ from pydantic_core import core_schema
 
 from commerce_api.errors import ErrorCode
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+_CONTROL_MULTILINE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # tab, LF, CR allowed
+
 
 def _check_text(value: str, *, multiline: bool) -> str:
     # NUL cannot be stored by PostgreSQL, and lone surrogates are not encodable as UTF-8:
@@ -27,8 +31,7 @@ def _check_text(value: str, *, multiline: bool) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("must be valid Unicode text") from None
-    allowed = "\n\r\t" if multiline else ""
-    if any(ord(ch) < 32 and ch not in allowed for ch in value) or "\x7f" in value:
+    if (_CONTROL_MULTILINE if multiline else _CONTROL).search(value):
         raise ValueError("must not contain control characters")
     return value
 

@@ -7,12 +7,16 @@ never wait for writers). PostgreSQL: an asyncpg pool. The SQL is the same on bot
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import asyncpg
+
+from commerce_api.rounds import Rounds
 
 _PRODUCT = (
     "SELECT id, name, description, price_minor, category, created_at, inventory_count, "
@@ -73,17 +77,32 @@ def open_sqlite(path: str) -> sqlite3.Connection:
     return conn
 
 
+_PRODUCTS = (
+    "SELECT id, name, description, price_minor, category, created_at, inventory_count, "
+    "updated_at FROM products WHERE id = ANY($1::text[]) AND archived_at IS NULL"
+)
+
+
 class PostgresReader:
+    """Product reads in shared rounds (``rounds.Rounds``): the ids asked for while a read is in
+    flight go in the next one, ``WHERE id = ANY(...)`` — one round trip for all of them, each
+    answer read after its request arrived."""
+
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
+        self._products: Rounds[str, dict[str, SimpleNamespace]] = Rounds(self._read_products)
 
     @classmethod
     async def connect(cls, dsn: str) -> PostgresReader:
         return cls(await asyncpg.create_pool(dsn, min_size=1, max_size=10))
 
+    async def _read_products(self, ids: list[str]) -> dict[str, SimpleNamespace]:
+        rows = await self.pool.fetch(_PRODUCTS, list(set(ids)))
+        return {row["id"]: SimpleNamespace(**dict(row)) for row in rows}
+
     async def product(self, product_id: str) -> SimpleNamespace | None:
-        row = await self.pool.fetchrow(_PRODUCT.format("$1"), product_id)
-        return None if row is None else SimpleNamespace(**dict(row))
+        found, _ = await self._products.join(product_id)
+        return found.get(product_id)
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
         row = await self.pool.fetchrow(_KEY.format("$1"), key_hash)
@@ -91,3 +110,35 @@ class PostgresReader:
 
     async def close(self) -> None:
         await self.pool.close()
+
+
+_LIST_ROWS = (
+    "SELECT id, name, description, price_minor, category, created_at FROM products "
+    "WHERE archived_at IS NULL ORDER BY created_at, id"
+)
+
+
+class ListRow(NamedTuple):
+    id: str
+    name: str
+    description: str | None
+    price_minor: int
+    category: str
+    created_at: datetime | None
+
+
+async def list_rows_sqlite(path: str, partition: int = 2000) -> AsyncIterator[list[ListRow]]:
+    """Every active product's list fields in list order, a partition at a time, from one
+    statement (one read snapshot); the event loop gets control back between partitions."""
+    conn = open_sqlite(path)
+    conn.row_factory = None
+    try:
+        cursor = conn.execute(_LIST_ROWS)
+        while rows := cursor.fetchmany(partition):
+            yield [
+                ListRow(row[0], row[1], row[2], row[3], row[4], _sqlite_time(row[5]))
+                for row in rows
+            ]
+            await asyncio.sleep(0)
+    finally:
+        conn.close()

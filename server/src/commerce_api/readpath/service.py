@@ -6,6 +6,7 @@ import secrets
 from collections import OrderedDict
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import make_url
 
 from commerce_api.accounts.service import Principal, principal_from_row, screen_token
@@ -19,6 +20,7 @@ from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader, o
 from commerce_api.settings import Environment
 
 KEY_CACHE_SIZE = 10_000
+PRODUCT_CACHE_SIZE = 10_000
 
 
 class KeyCache:
@@ -54,6 +56,10 @@ class ReadPath:
         self.environment = environment
         self.keys = KeyCache()
         self.catalog = CatalogCache(db, tracker)
+        # Rendered products, valid while SQLite's data_version stays what it was when they
+        # were read (any commit anywhere, an order's stock change included, empties it).
+        self._products: dict[str, bytes] = {}
+        self._products_data_version: int | None = None
 
     @classmethod
     async def open(cls, db: Database, environment: Environment) -> ReadPath:
@@ -62,7 +68,7 @@ class ReadPath:
         reader: Reader
         if db.is_sqlite:
             assert db.url.database is not None
-            tracker = changes.SQLiteTracker(open_sqlite(db.url.database))
+            tracker = changes.SQLiteTracker(open_sqlite(db.url.database), db.wal_index)
             reader = SQLiteReader(open_sqlite(db.url.database))
         else:
             dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)
@@ -73,6 +79,8 @@ class ReadPath:
     async def close(self) -> None:
         await self.catalog.close()
         await self.reader.close()
+        if isinstance(self.tracker, changes.SQLiteTracker):
+            self.tracker.close()
 
     async def versions(self, state: dict[str, Any]) -> changes.Versions | None:
         """The change stamps, read once per request (``state`` is the request's state)."""
@@ -104,6 +112,33 @@ class ReadPath:
             return None
         row = await self.reader.product(product_id)
         return None if row is None else product_detail(row)
+
+    async def product_body(self, state: dict[str, Any], product_id: str) -> bytes | None:
+        """The response body for one active product with its current stock, or None.
+
+        On SQLite, from memory when nothing has been committed since it was read: the
+        data_version is taken (with the stamps) *before* the row is read, so a commit that
+        lands in between makes the entry stale at once, never wrongly fresh.
+        """
+        versions = await self.versions(state)
+        data_version = None if versions is None else versions.data_version
+        if data_version is not None and data_version == self._products_data_version:
+            cached = self._products.get(product_id)
+            if cached is not None:
+                return cached
+        product = await self.product(product_id)
+        if product is None:
+            return None
+        body = orjson.dumps(product)
+        if data_version is not None:
+            body = bytes(memoryview(body))  # right-sized copy to keep (see catalog_cache.py)
+            if data_version != self._products_data_version or (
+                len(self._products) >= PRODUCT_CACHE_SIZE
+            ):
+                self._products.clear()
+                self._products_data_version = data_version
+            self._products[product_id] = body
+        return body
 
 
 async def _ensure_stamps(db: Database) -> None:
