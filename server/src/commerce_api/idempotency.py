@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from sqlalchemy import and_, delete, select, update
@@ -41,6 +42,19 @@ RETENTION = timedelta(hours=24)
 LEASE = timedelta(seconds=60)
 KEY_PATTERN = re.compile(f"[\\x20-\\x7e]{{1,{MAX_KEY_LENGTH}}}")
 _KEPT_HEADERS = ("content-type", "location")
+
+
+# Where a route that handles its key itself (``routing.manages_idempotency``) finds it.
+KEYED_REQUEST = "idempotency_request"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedRequest:
+    """A request's ``Idempotency-Key``: the account (scope), the key, the request's print."""
+
+    scope: str
+    key: str
+    fingerprint: str
 
 
 @dataclass(slots=True)
@@ -103,26 +117,48 @@ async def claim(
         row = (
             await conn.execute(select(keys).where(keys.c.scope == scope, keys.c.key == key))
         ).one()
-        expired = row.created_at < now - RETENTION
-        if not expired and row.fingerprint != print_:
-            raise APIError(
-                422,
-                "invalid_request",
-                f"This `{HEADER}` was already used with a different request. Use a new key "
-                "for a new request.",
-                HEADER,
-            )
-        abandoned = row.state == "in_flight" and row.locked_at < now - LEASE
-        if expired or abandoned:
-            if not await _take_over(conn, row, print_, now, reset=expired):
+        found = verdict(row, print_, now)
+        if found != "replay":
+            if not await _take_over(conn, row, print_, now, reset=found == "reset"):
                 raise _in_flight()
             return Claim(scope, key, now)
+    return replay(row.response_status, row.response_headers, row.response_body, box)
+
+
+class KeyConflict(APIError):
+    """The key cannot be used for this request now (422 reused, 409 in flight). Never stored."""
+
+
+Verdict = Literal["replay", "take_over", "reset"]
+
+
+def verdict(row: Any, print_: str, now: datetime) -> Verdict:
+    """What to do with a request whose key is already in the table: replay the stored
+    response, take over an abandoned claim, start afresh (the key expired), or — raised — 422
+    for a different request under the same key, 409 while the first is still in flight."""
+    expired = row.created_at < now - RETENTION
+    if not expired and row.fingerprint != print_:
+        raise KeyConflict(
+            422,
+            "invalid_request",
+            f"This `{HEADER}` was already used with a different request. Use a new key "
+            "for a new request.",
+            HEADER,
+        )
+    if expired:
+        return "reset"
     if row.state == "in_flight":
+        if row.locked_at < now - LEASE:
+            return "take_over"
         raise _in_flight()
-    headers = dict(row.response_headers or {})
-    headers[REPLAYED_HEADER] = "true"
-    body = box.decrypt_bytes(row.response_body)
-    return Response(body, status_code=row.response_status, headers=headers)
+    return "replay"
+
+
+def replay(status: int, headers: dict[str, str] | None, body: bytes, box: SecretBox) -> Response:
+    """The stored response, marked as a replay."""
+    replayed = dict(headers or {})
+    replayed[REPLAYED_HEADER] = "true"
+    return Response(box.decrypt_bytes(body), status_code=status, headers=replayed)
 
 
 async def _take_over(
@@ -153,7 +189,7 @@ async def _take_over(
 
 
 def _in_flight() -> APIError:
-    return APIError(
+    return KeyConflict(
         409,
         "invalid_request",
         f"A request with this `{HEADER}` is still being processed. Retry in a moment.",
@@ -162,14 +198,19 @@ def _in_flight() -> APIError:
 
 
 def _stored_values(response: Response, box: SecretBox) -> dict[str, Any]:
-    # Encrypted at rest: a stored body can carry a secret (a new webhook endpoint's `whsec_…`).
+    return stored_values(response.status_code, response.headers, bytes(response.body), box)
+
+
+def stored_values(
+    status: int, headers: Mapping[str, str], body: bytes, box: SecretBox
+) -> dict[str, Any]:
+    """The columns of a finished key: the response, its body encrypted at rest (a stored body
+    can carry a secret, such as a new webhook endpoint's ``whsec_…``)."""
     return {
         "state": "done",
-        "response_status": response.status_code,
-        "response_headers": {
-            name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers
-        },
-        "response_body": box.encrypt_bytes(bytes(response.body)),
+        "response_status": status,
+        "response_headers": {name: headers[name] for name in _KEPT_HEADERS if name in headers},
+        "response_body": box.encrypt_bytes(body),
     }
 
 

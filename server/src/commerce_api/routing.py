@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from fastapi import APIRouter
@@ -18,6 +18,7 @@ from commerce_api.errors import invalid_request, render_exception
 from commerce_api.schemas import ErrorResponse
 
 JSON = "application/json"
+EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
 
 
 def json_response(
@@ -27,6 +28,17 @@ def json_response(
     return Response(
         orjson.dumps(content), status_code=status_code, media_type=JSON, headers=headers
     )
+
+
+_MANAGES_IDEMPOTENCY = "__commerce_manages_idempotency__"
+
+
+def manages_idempotency(endpoint: EndpointT) -> EndpointT:
+    """Mark a POST endpoint that claims and records its ``Idempotency-Key`` itself, in the
+    same write as its change, when the backend lets it (SQLite's group commit: see
+    ``orders/sqlite_orders.py``). Apply it below the ``@router.post`` decorator."""
+    setattr(endpoint, _MANAGES_IDEMPOTENCY, True)
+    return endpoint
 
 
 class StrictRoute(APIRoute):
@@ -43,6 +55,7 @@ class StrictRoute(APIRoute):
         needs_key = _depends_on(self.dependant, current_principal)
         needs_admin = _depends_on(self.dependant, admin_principal)
         idempotent = "POST" in (self.methods or ()) and needs_key
+        self_managed = getattr(self.endpoint, _MANAGES_IDEMPOTENCY, False)
 
         async def strict_handler(request: Request) -> Response:
             # Authenticate before anything else is checked, so that a request without a valid
@@ -61,6 +74,8 @@ class StrictRoute(APIRoute):
                     status=415,
                 )
             if idempotent and (key := idempotency.read_key(request)) is not None:
+                if self_managed and get_services(request).sqlite_writer is not None:
+                    return await _self_managed(handler, request, key)
                 return await _idempotently(handler, request, key)
             return await handler(request)
 
@@ -73,11 +88,8 @@ async def _idempotently(
     """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.idempotency``)."""
     services = get_services(request)
     db, box = services.db, services.secret_box
-    principal = await current_principal(request)
-    print_ = idempotency.fingerprint(
-        request.method, request.url.path, request.url.query, await request.body()
-    )
-    claim = await idempotency.claim(db, box, principal.scope, key, print_)
+    keyed = await _keyed_request(request, key)
+    claim = await idempotency.claim(db, box, keyed.scope, keyed.key, keyed.fingerprint)
     if isinstance(claim, Response):
         return claim
     request.state.idempotency = claim
@@ -94,6 +106,39 @@ async def _idempotently(
     elif not claim.recorded:
         await idempotency.record_separately(db, box, claim, response)
     return response
+
+
+async def _self_managed(
+    handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
+) -> Response:
+    """Run a POST whose endpoint claims and records its key in its own write; a 4xx raised
+    before it got there (a validation error) is stored here, as ``_idempotently`` would."""
+    services = get_services(request)
+    db, box = services.db, services.secret_box
+    keyed = await _keyed_request(request, key)
+    request.scope.setdefault("state", {})[idempotency.KEYED_REQUEST] = keyed
+    try:
+        return await handler(request)
+    except idempotency.KeyConflict:
+        raise
+    except Exception as exc:
+        rendered = await render_exception(request, exc)
+        if rendered is None or rendered.status_code >= 500:
+            raise
+    claim = await idempotency.claim(db, box, keyed.scope, keyed.key, keyed.fingerprint)
+    if isinstance(claim, Response):
+        return claim
+    await idempotency.record_separately(db, box, claim, rendered)
+    return rendered
+
+
+async def _keyed_request(request: Request, key: str) -> idempotency.KeyedRequest:
+    """The caller's scope, the key, and what makes this request "the same" as another."""
+    principal = await current_principal(request)
+    print_ = idempotency.fingerprint(
+        request.method, request.url.path, request.url.query, await request.body()
+    )
+    return idempotency.KeyedRequest(principal.scope, key, print_)
 
 
 def _query_param_names(dependant: Dependant) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -9,10 +10,10 @@ from starlette.responses import Response
 
 from commerce_api import idempotency
 from commerce_api.dependencies import CurrentPrincipal, ServicesDep
-from commerce_api.orders import service
+from commerce_api.orders import service, sqlite_orders
 from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
 from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
-from commerce_api.routing import StrictRoute, error_responses, json_response
+from commerce_api.routing import StrictRoute, error_responses, json_response, manages_idempotency
 from commerce_api.schemas import SingleLine
 
 router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
@@ -25,6 +26,7 @@ router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute
     responses=error_responses(401, 403, 409, 413, 415),
     summary="Create an order",
 )
+@manages_idempotency
 async def create_order(
     body: OrderCreate, request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> Response:
@@ -33,6 +35,19 @@ async def create_order(
 
     Send an `Idempotency-Key` to retry safely: the same key and request replay the first
     response (with `Idempotent-Replayed: true`)."""
+    writer = services.sqlite_writer
+    if writer is not None:  # SQLite: one job of a group commit, its key handled inside
+        outcome = await writer.run(
+            partial(
+                sqlite_orders.place_order,
+                principal=principal,
+                data=body,
+                currency=services.settings.currency,
+                keyed=request.scope["state"].get(idempotency.KEYED_REQUEST),
+                box=services.secret_box,
+            )
+        )
+        return outcome.response()
     async with services.db.write() as conn:
         order = await service.create_order(conn, principal, body, services.settings.currency)
         response = json_response(order, 201, {"Location": f"/v1/orders/{order['id']}"})

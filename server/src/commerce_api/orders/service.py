@@ -81,10 +81,10 @@ async def _rendered(conn: AsyncConnection, order_id: str) -> dict[str, Any]:
     return render_order(order, await repository.lines_of(conn, [order_id]))
 
 
-async def create_order(
-    conn: AsyncConnection, principal: Principal, data: OrderCreate, currency: str
-) -> dict[str, Any]:
-    """Reserve stock for every line, then write the order and its ``order.created`` event."""
+def line_positions(principal: Principal, data: OrderCreate) -> dict[str, int]:
+    """Each product's line, in the order stock is taken (by product id: concurrent orders on
+    PostgreSQL then never wait on each other's row locks in a cycle). Refuses an order a key
+    without an account would place, and a product on two lines."""
     if principal.account_id is None:
         raise forbidden("Orders are placed with a client key, for its account.")
     positions: dict[str, int] = {}  # product → its (first) line
@@ -99,60 +99,12 @@ async def create_order(
             "the total quantity.",
             f"items[{duplicate}].product_id",
         )
-
-    lines: dict[int, Line] = {}
-    # A fixed order (by product id) for taking row locks, so concurrent orders on PostgreSQL
-    # never wait on each other in a cycle.
-    for product_id in sorted(positions):
-        index = positions[product_id]
-        quantity = data.items[index].quantity
-        reserved = await repository.reserve_stock(conn, product_id, quantity)
-        if reserved is None:
-            raise await _cannot_reserve(conn, index, product_id, quantity)
-        lines[index] = Line(product_id, reserved.name, quantity, reserved.price_minor)
-
-    now = utcnow()
-    order_id = new_id("ord")
-    ordered_lines = [lines[index] for index in range(len(data.items))]
-    await repository.insert_order(
-        conn,
-        {
-            "id": order_id,
-            "account_id": principal.account_id,
-            "status": OrderStatus.PENDING.value,
-            "customer_id": data.customer_id,
-            "shipping_address": data.shipping_address.model_dump(exclude_none=True),
-            "total_minor": total_minor(ordered_lines),
-            "currency": currency,
-            "created_at": now,
-            "updated_at": now,
-        },
-        [
-            {
-                "order_id": order_id,
-                "position": position,
-                "product_id": line.product_id,
-                "name": line.name,
-                "quantity": line.quantity,
-                "unit_price_minor": line.unit_price_minor,
-            }
-            for position, line in enumerate(ordered_lines)
-        ],
-    )
-    order = await _rendered(conn, order_id)
-    await record_event(
-        conn,
-        account_id=principal.account_id,
-        type=EVENT_FOR_STATUS[OrderStatus.PENDING],
-        data=order,
-    )
-    return order
+    return {product_id: positions[product_id] for product_id in sorted(positions)}
 
 
-async def _cannot_reserve(
-    conn: AsyncConnection, index: int, product_id: str, quantity: int
-) -> APIError:
-    available = await repository.available_stock(conn, product_id)
+def cannot_reserve(index: int, product_id: str, quantity: int, available: int | None) -> APIError:
+    """The error for a line whose stock could not be taken (``available``: None = no such
+    active product)."""
     if available is None:
         return not_found(f"No product with id `{product_id}`.", f"items[{index}].product_id")
     return APIError(
@@ -161,6 +113,69 @@ async def _cannot_reserve(
         f"Not enough stock for `{product_id}`: {quantity} requested, {available} available.",
         f"items[{index}].quantity",
     )
+
+
+async def create_order(
+    conn: AsyncConnection, principal: Principal, data: OrderCreate, currency: str
+) -> dict[str, Any]:
+    """Reserve stock for every line, then write the order and its ``order.created`` event.
+
+    (On SQLite the API places orders with ``orders.sqlite_orders`` instead: the same steps as
+    one job of a group commit.)
+    """
+    lines: dict[int, Line] = {}
+    for product_id, index in line_positions(principal, data).items():
+        quantity = data.items[index].quantity
+        reserved = await repository.reserve_stock(conn, product_id, quantity)
+        if reserved is None:
+            available = await repository.available_stock(conn, product_id)
+            raise cannot_reserve(index, product_id, quantity, available)
+        lines[index] = Line(product_id, reserved.name, quantity, reserved.price_minor)
+
+    account_id = principal.account_id
+    assert account_id is not None  # line_positions refuses keys without an account
+    order, items = new_order_rows(
+        account_id, data, currency, [lines[index] for index in range(len(data.items))]
+    )
+    await repository.insert_order(conn, order, items)
+    rendered = await _rendered(conn, order["id"])
+    await record_event(
+        conn, account_id=account_id, type=EVENT_FOR_STATUS[OrderStatus.PENDING], data=rendered
+    )
+    return rendered
+
+
+def new_order_rows(
+    account_id: str, data: OrderCreate, currency: str, lines: list[Line]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The new order's row and its lines' rows (``lines`` in the request's order)."""
+    now = utcnow()
+    order_id = new_id("ord")
+    order = {
+        "id": order_id,
+        "account_id": account_id,
+        "status": OrderStatus.PENDING.value,
+        "customer_id": data.customer_id,
+        "shipping_address": data.shipping_address.model_dump(exclude_none=True),
+        "total_minor": total_minor(lines),
+        "currency": currency,
+        "created_at": now,
+        "updated_at": now,
+        "fulfilled_at": None,
+        "canceled_at": None,
+    }
+    items = [
+        {
+            "order_id": order_id,
+            "position": position,
+            "product_id": line.product_id,
+            "name": line.name,
+            "quantity": line.quantity,
+            "unit_price_minor": line.unit_price_minor,
+        }
+        for position, line in enumerate(lines)
+    ]
+    return order, items
 
 
 async def get_order(conn: AsyncConnection, principal: Principal, order_id: str) -> dict[str, Any]:

@@ -114,7 +114,25 @@ async def subscribed_endpoints(
             *_live_endpoint(account_id), endpoints.c.enabled.is_(True)
         )
     )
-    return [row.id for row in result if not row.event_types or event_type in row.event_types]
+    return [row.id for row in result if subscribes(row.event_types, event_type)]
+
+
+def subscribes(event_types: list[str] | None, event_type: str) -> bool:
+    """Whether an endpoint with these event types wants ``event_type`` ([] means every type)."""
+    return not event_types or event_type in event_types
+
+
+def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, Any]:
+    """The outbox row of a delivery made now: pending, due at once, no attempt yet."""
+    return {
+        "event_id": event_id,
+        "endpoint_id": endpoint_id,
+        "status": "pending",
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 # --- deliveries --------------------------------------------------------------------------------
@@ -134,17 +152,7 @@ async def enqueue(
             .returning(deliveries.c.event_id)
         )
         if reset.first() is None:
-            await conn.execute(
-                deliveries.insert().values(
-                    event_id=event_id,
-                    endpoint_id=endpoint_id,
-                    status="pending",
-                    attempts=0,
-                    next_attempt_at=now,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
+            await conn.execute(deliveries.insert().values(new_delivery(event_id, endpoint_id, now)))
 
 
 async def claim_due(
