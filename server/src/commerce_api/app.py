@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from commerce_api import __version__, idempotency
 from commerce_api.catalog.routes import router as catalog_router
@@ -16,19 +17,22 @@ from commerce_api.crypto import load_secret_box
 from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
+from commerce_api.fastlane import FastLane
 from commerce_api.middleware import ErrorGuardMiddleware, RequestIdMiddleware
 from commerce_api.observability import metrics
-from commerce_api.observability.middleware import ObservabilityMiddleware
+from commerce_api.observability.access import AccessLog
+from commerce_api.observability.logging import resolved_format
+from commerce_api.observability.middleware import ObservabilityMiddleware, RequestObserver
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.orders.routes import router as orders_router
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.middleware import RateLimitMiddleware
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
-from commerce_api.readpath.middleware import ReadPathMiddleware
 from commerce_api.readpath.service import ReadPath
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
+from commerce_api.sqlite_writer import SQLiteWriter
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.routes import endpoints_router, events_router
@@ -97,8 +101,27 @@ async def prometheus_metrics(services: ServicesDep) -> Response:
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+class CommerceAPI(FastAPI):
+    """The FastAPI app, with the fast lane asked first (see fastlane.py)."""
+
+    fast_lane: FastLane | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        fast_lane = self.fast_lane
+        if fast_lane is not None and scope["type"] == "http":
+            next_receive = await fast_lane(scope, receive, send)
+            if next_receive is None:
+                return  # answered
+            receive = next_receive
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> CommerceAPI:
     settings = settings or Settings()
+    access_log = AccessLog(resolved_format(settings))
+    observer = RequestObserver(
+        metrics.RequestMetrics() if settings.metrics == "on" else None, access_log
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -106,9 +129,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         limiter = RateLimiter(settings, rate_limit_store(settings))
         box = await load_secret_box(settings, db)
         read_path = await ReadPath.open(db, settings.environment)
-        app.state.services = Services(
-            settings=settings, db=db, rate_limiter=limiter, secret_box=box, read_path=read_path
+        writer = None
+        if db.is_sqlite:
+            assert db.url.database is not None
+            writer = SQLiteWriter(db.url.database)
+        services = Services(
+            settings=settings,
+            db=db,
+            rate_limiter=limiter,
+            secret_box=box,
+            read_path=read_path,
+            sqlite_writer=writer,
         )
+        app.state.services = services
+        if isinstance(app, CommerceAPI):
+            app.fast_lane = FastLane(services, observer)
         background = [
             asyncio.create_task(_housekeeping(db), name="housekeeping"),
             asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up"),
@@ -121,16 +156,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             # Runs after uvicorn has finished the requests in flight (or given up on them).
+            if isinstance(app, CommerceAPI):
+                app.fast_lane = None
             if dispatcher is not None and dispatching is not None:
                 await stop_dispatcher(dispatcher, dispatching)
             background[0].cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await read_path.close()
+            if writer is not None:
+                await writer.close()
             await limiter.close()
             await db.dispose()
+            access_log.flush()
             metrics.process_exited()
 
-    app = FastAPI(
+    app = CommerceAPI(
         title=TITLE,
         version=__version__,
         lifespan=lifespan,
@@ -140,15 +180,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,
         # Operation ids are the handler names (list_products), for readable generated clients.
         generate_unique_id_function=lambda route: route.name,
+        # /metrics and the request log cover this; FastAPI's OpenTelemetry hooks would cost a
+        # provider check on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     install_error_handlers(app)
-    # Outermost last: metrics and request log → request id → rate limit → error guard →
-    # read path → routes (see observability/middleware.py, middleware.py, readpath/middleware.py).
-    app.add_middleware(ReadPathMiddleware)
+    # Outermost last: metrics and request log → request id → rate limit → error guard → routes
+    # (see observability/middleware.py, middleware.py). The fast lane answers before all of them.
     app.add_middleware(ErrorGuardMiddleware)
     app.add_middleware(RateLimitMiddleware)
     app.add_middleware(RequestIdMiddleware)
-    app.add_middleware(ObservabilityMiddleware, metrics=settings.metrics == "on")
+    app.add_middleware(ObservabilityMiddleware, observer=observer)
     routers = [
         catalog_router,
         orders_router,
