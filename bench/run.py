@@ -376,7 +376,7 @@ def wait_for_snapshot(base: str, auth: dict[str, str], probe: str) -> None:
             time.sleep(0.1)
 
 
-def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
+def ceiling_of(scenario: Scenario, scenarios: list[Scenario]) -> Scenario | None:
     ceiling_name = (
         "ceiling: product bytes" if "by id" in scenario.name else "ceiling: list page bytes"
     )
@@ -386,8 +386,27 @@ def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | N
             scenario.products,
             ceiling_name,
         ):
-            return scenario.median("requests_per_second") / other.median("requests_per_second")
+            return other
     return None
+
+
+def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
+    """Median over median."""
+    ceiling = ceiling_of(scenario, scenarios)
+    if ceiling is None:
+        return None
+    return scenario.median("requests_per_second") / ceiling.median("requests_per_second")
+
+
+def ratio_spread(scenario: Scenario, scenarios: list[Scenario]) -> tuple[float, float] | None:
+    """The lowest and highest ratio the rounds allow: worst round over the best ceiling round,
+    best round over the worst."""
+    ceiling = ceiling_of(scenario, scenarios)
+    if ceiling is None:
+        return None
+    low, high = scenario.spread("requests_per_second")
+    ceiling_low, ceiling_high = ceiling.spread("requests_per_second")
+    return low / ceiling_high, high / ceiling_low
 
 
 def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool = True) -> None:
@@ -397,17 +416,21 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
         f"{args.rounds} rounds x {args.duration} s; server pinned to CPU 0, wrk to CPU 1",
         "",
         "| backend | products | scenario | req/s median (min-max) | p50 ms | p99 ms "
-        "| x ceiling | RSS MB | non-2xx |",
+        "| x ceiling median (min-max) | RSS MB | non-2xx |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in scenarios:
         low, high = s.spread("requests_per_second")
         ratio = ratio_to_ceiling(s, scenarios)
+        spread = ratio_spread(s, scenarios)
+        shown = ""
+        if ratio is not None and spread is not None and "ceiling" not in s.name:
+            shown = f"{ratio:.3f} ({spread[0]:.3f}-{spread[1]:.3f})"
         lines.append(
             f"| {s.backend} | {s.products:,} | {s.name} | "
             f"{s.median('requests_per_second'):,.0f} ({low:,.0f}-{high:,.0f}) | "
             f"{s.median('p50_ms'):.2f} | {s.median('p99_ms'):.2f} | "
-            f"{'' if ratio is None or 'ceiling' in s.name else f'{ratio:.3f}'} | "
+            f"{shown} | "
             f"{s.median('rss_mb'):.0f} | {sum(r.non_2xx for r in s.runs)} |"
         )
     text = "\n".join(lines)
@@ -426,6 +449,7 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
                         **{k: v for k, v in asdict(s).items() if k != "runs"},
                         "runs": [asdict(r) for r in s.runs],
                         "ratio_to_ceiling": ratio_to_ceiling(s, scenarios),
+                        "ratio_to_ceiling_spread": ratio_spread(s, scenarios),
                     }
                     for s in scenarios
                 ],
