@@ -83,6 +83,14 @@ _PRODUCTS = (
 )
 
 
+async def _keep_as_is(_connection: asyncpg.Connection) -> None:
+    """The read pool's reset on release: no statement. asyncpg's default sends one more
+    (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``), a second round trip for
+    every read round. This pool only runs single autocommit SELECTs, so no session setting,
+    advisory lock, cursor or LISTEN is ever left behind; asyncpg still rolls back an open
+    transaction and drops listeners itself before calling this."""
+
+
 class PostgresReader:
     """Product reads in shared rounds (``rounds.Rounds``): the ids asked for while a read is in
     flight go in the next one, ``WHERE id = ANY(...)`` — one round trip for all of them, each
@@ -94,7 +102,7 @@ class PostgresReader:
 
     @classmethod
     async def connect(cls, dsn: str) -> PostgresReader:
-        return cls(await asyncpg.create_pool(dsn, min_size=1, max_size=10))
+        return cls(await asyncpg.create_pool(dsn, min_size=1, max_size=10, reset=_keep_as_is))
 
     async def _read_products(self, ids: list[str]) -> dict[str, SimpleNamespace]:
         rows = await self.pool.fetch(_PRODUCTS, list(set(ids)))
