@@ -129,10 +129,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         limiter = RateLimiter(settings, rate_limit_store(settings))
         box = await load_secret_box(settings, db)
         read_path = await ReadPath.open(db, settings.environment)
-        writer = None
-        if db.is_sqlite:
-            assert db.url.database is not None
-            writer = SQLiteWriter(db.url.database)
+        writer = None if db.sqlite_path is None else SQLiteWriter(db.sqlite_path)
         services = Services(
             settings=settings,
             db=db,

@@ -66,9 +66,10 @@ class Database:
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self.url = async_url(url)
         self.backend = self.url.get_backend_name()
-        if self.is_sqlite:
-            assert self.url.database is not None
-            Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
+        # The database file on SQLite (for the connections made beside the engine), else None.
+        self.sqlite_path: str | None = self.url.database if self.is_sqlite else None
+        if self.sqlite_path is not None:
+            Path(self.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
             self.engine: AsyncEngine = create_async_engine(
                 self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
             )
@@ -115,11 +116,10 @@ class Database:
         """SQLite's WAL-index header, mapped read-only (see ``wal_index.py``); None on
         PostgreSQL or when it cannot be mapped. Held until :meth:`dispose`, so the SQLite
         connections this process opened on the file for this database must be closed first."""
-        if not self.is_sqlite:
+        if self.sqlite_path is None:
             return None
         if self._wal_index is None:
-            assert self.url.database is not None
-            self._wal_index = wal_index.acquire(self.url.database)
+            self._wal_index = wal_index.acquire(self.sqlite_path)
         return None if self._wal_index is None else self._wal_index.view
 
     async def dispose(self) -> None:

@@ -114,9 +114,8 @@ class CatalogCache:
     async def _rows(self) -> AsyncIterator[Sequence[Any]]:
         """SQLite: the standard library's sqlite3 on a private read-only connection (4x faster
         than SQLAlchemy + aiosqlite, and without their per-row garbage); PostgreSQL: SQLAlchemy."""
-        if self._db.is_sqlite:
-            assert self._db.url.database is not None
-            async for rows in list_rows_sqlite(self._db.url.database):
+        if self._db.sqlite_path is not None:
+            async for rows in list_rows_sqlite(self._db.sqlite_path):
                 yield rows
             return
         async with self._db.read() as conn:

@@ -66,10 +66,9 @@ class ReadPath:
         await _ensure_stamps(db)
         tracker: changes.ChangeTracker
         reader: Reader
-        if db.is_sqlite:
-            assert db.url.database is not None
-            tracker = changes.SQLiteTracker(open_sqlite(db.url.database), db.wal_index)
-            reader = SQLiteReader(open_sqlite(db.url.database))
+        if db.sqlite_path is not None:
+            tracker = changes.SQLiteTracker(open_sqlite(db.sqlite_path), db.wal_index)
+            reader = SQLiteReader(open_sqlite(db.sqlite_path))
         else:
             dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)
             postgres = await PostgresReader.connect(dsn)
