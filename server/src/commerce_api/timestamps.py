@@ -13,3 +13,9 @@ def format_timestamp(value: datetime) -> str:
     """``2026-11-21T08:12:41.123Z``: ISO 8601 in UTC, as the spec's ``<timestamp>``."""
     value = value.astimezone(UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def from_sqlite(value: str | None) -> datetime | None:
+    """A timestamp column as SQLite stores it (naive ISO 8601, UTC), read with the standard
+    library's ``sqlite3`` rather than the engine."""
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)

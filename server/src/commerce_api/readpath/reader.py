@@ -10,18 +10,21 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import datetime
 from types import SimpleNamespace
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import asyncpg
 
 from commerce_api.rounds import Rounds
+from commerce_api.timestamps import from_sqlite
 
-_PRODUCT = (
+_ACTIVE_PRODUCTS_WHERE = (
     "SELECT id, name, description, price_minor, category, created_at, inventory_count, "
-    "updated_at FROM products WHERE id = {0} AND archived_at IS NULL"
+    "updated_at FROM products WHERE {0} AND archived_at IS NULL"
 )
+_PRODUCT = _ACTIVE_PRODUCTS_WHERE.format("id = ?")  # SQLite: one id
+_PRODUCTS = _ACTIVE_PRODUCTS_WHERE.format("id = ANY($1::text[])")  # PostgreSQL: a round's ids
 _KEY = (
     "SELECT k.id, k.account_id, k.role, k.key_hash, k.revoked_at, a.tier FROM api_keys k "
     "LEFT JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = {0}"
@@ -36,23 +39,17 @@ class Reader(Protocol):
     async def close(self) -> None: ...
 
 
-def _sqlite_time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
-
-
 class SQLiteReader:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._conn = connection
 
     async def product(self, product_id: str) -> SimpleNamespace | None:
-        row = self._conn.execute(_PRODUCT.format("?"), (product_id,)).fetchone()
+        row = self._conn.execute(_PRODUCT, (product_id,)).fetchone()
         if row is None:
             return None
         record = SimpleNamespace(**dict(row))
-        record.created_at = _sqlite_time(record.created_at)
-        record.updated_at = _sqlite_time(record.updated_at)
+        record.created_at = from_sqlite(record.created_at)
+        record.updated_at = from_sqlite(record.updated_at)
         return record
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
@@ -60,7 +57,7 @@ class SQLiteReader:
         if row is None:
             return None
         record = SimpleNamespace(**dict(row))
-        record.revoked_at = _sqlite_time(record.revoked_at)
+        record.revoked_at = from_sqlite(record.revoked_at)
         return record
 
     async def close(self) -> None:
@@ -75,12 +72,6 @@ def open_sqlite(path: str) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA busy_timeout=5000")
     return conn
-
-
-_PRODUCTS = (
-    "SELECT id, name, description, price_minor, category, created_at, inventory_count, "
-    "updated_at FROM products WHERE id = ANY($1::text[]) AND archived_at IS NULL"
-)
 
 
 async def _keep_as_is(_connection: asyncpg.Connection) -> None:
@@ -144,8 +135,7 @@ async def list_rows_sqlite(path: str, partition: int = 2000) -> AsyncIterator[li
         cursor = conn.execute(_LIST_ROWS)
         while rows := cursor.fetchmany(partition):
             yield [
-                ListRow(row[0], row[1], row[2], row[3], row[4], _sqlite_time(row[5]))
-                for row in rows
+                ListRow(row[0], row[1], row[2], row[3], row[4], from_sqlite(row[5])) for row in rows
             ]
             await asyncio.sleep(0)
     finally:
