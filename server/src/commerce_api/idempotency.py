@@ -92,10 +92,9 @@ def fingerprint(method: str, path: str, query: str, body: bytes) -> str:
     return digest.hexdigest()
 
 
-async def claim(
-    db: Database, box: SecretBox, scope: str, key: str, print_: str
-) -> Claim | Response:
+async def claim(db: Database, box: SecretBox, keyed: KeyedRequest) -> Claim | Response:
     """Claim the key for this request, or answer from what is stored (see the module doc)."""
+    scope, key, print_ = keyed.scope, keyed.key, keyed.fingerprint
     now = utcnow()
     async with db.write() as conn:
         inserted = await conn.execute(
@@ -156,9 +155,12 @@ def verdict(row: Any, print_: str, now: datetime) -> Verdict:
 
 def replay(status: int, headers: dict[str, str] | None, body: bytes, box: SecretBox) -> Response:
     """The stored response, marked as a replay."""
-    replayed = dict(headers or {})
-    replayed[REPLAYED_HEADER] = "true"
-    return Response(box.decrypt_bytes(body), status_code=status, headers=replayed)
+    return Response(box.decrypt_bytes(body), status_code=status, headers=replayed_headers(headers))
+
+
+def replayed_headers(stored: dict[str, str] | None) -> dict[str, str]:
+    """A stored response's headers (lower-case names), marked as a replay."""
+    return {**(stored or {}), REPLAYED_HEADER.lower(): "true"}
 
 
 async def _take_over(

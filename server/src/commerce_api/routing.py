@@ -89,7 +89,7 @@ async def _idempotently(
     services = get_services(request)
     db, box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)
-    claim = await idempotency.claim(db, box, keyed.scope, keyed.key, keyed.fingerprint)
+    claim = await idempotency.claim(db, box, keyed)
     if isinstance(claim, Response):
         return claim
     request.state.idempotency = claim
@@ -125,7 +125,7 @@ async def _self_managed(
         rendered = await render_exception(request, exc)
         if rendered is None or rendered.status_code >= 500:
             raise
-    claim = await idempotency.claim(db, box, keyed.scope, keyed.key, keyed.fingerprint)
+    claim = await idempotency.claim(db, box, keyed)
     if isinstance(claim, Response):
         return claim
     await idempotency.record_separately(db, box, claim, rendered)

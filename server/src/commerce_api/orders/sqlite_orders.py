@@ -22,7 +22,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -46,7 +46,7 @@ from commerce_api.orders.service import (
 )
 from commerce_api.routing import JSON
 from commerce_api.tables import events, idempotency_keys, order_items, orders, webhook_deliveries
-from commerce_api.timestamps import utcnow
+from commerce_api.timestamps import from_sqlite, utcnow
 from commerce_api.webhooks import repository as webhooks
 
 _DIALECT = aiosqlite_dialect()
@@ -97,9 +97,14 @@ _KEY_ROW = (
     "SELECT fingerprint, state, locked_at, created_at, response_status, response_headers, "
     "response_body FROM idempotency_keys WHERE scope = ? AND key = ?"
 )
+# What a taken-over (or expired) key's row is given: this request's print and outcome.
+_KEY_OUTCOME = (
+    *("fingerprint", "state", "locked_at", "created_at"),
+    *("response_status", "response_headers", "response_body"),
+)
 _KEY_UPDATE = (
-    "UPDATE idempotency_keys SET fingerprint = ?, state = ?, locked_at = ?, created_at = ?, "
-    "response_status = ?, response_headers = ?, response_body = ? WHERE scope = ? AND key = ?"
+    f"UPDATE idempotency_keys SET {', '.join(f'{name} = ?' for name in _KEY_OUTCOME)} "  # noqa: S608
+    "WHERE scope = ? AND key = ?"
 )
 
 
@@ -122,10 +127,6 @@ class Outcome:
         return Response(self.body, status_code=self.status, headers=self.headers)
 
 
-def _time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
-
-
 def place_order(
     conn: sqlite3.Connection,
     *,
@@ -145,13 +146,13 @@ def place_order(
             existing = SimpleNamespace(
                 fingerprint=row[0],
                 state=row[1],
-                locked_at=_time(row[2]),
-                created_at=_time(row[3]),
+                locked_at=from_sqlite(row[2]),
+                created_at=from_sqlite(row[3]),
             )
             found = idempotency.verdict(existing, keyed.fingerprint, now)  # may raise 422/409
             if found == "replay":
-                headers = {} if row[5] is None else json.loads(row[5])
-                headers[idempotency.REPLAYED_HEADER.lower()] = "true"
+                stored = None if row[5] is None else json.loads(row[5])
+                headers = idempotency.replayed_headers(stored)
                 return Outcome(row[4], headers, box.decrypt_bytes(row[6]))
             if found == "take_over":
                 created_at = existing.created_at
@@ -177,11 +178,7 @@ def place_order(
         else:
             values = {"fingerprint": keyed.fingerprint, **stored}
             values.update(locked_at=now, created_at=created_at)
-            columns = (
-                *("fingerprint", "state", "locked_at", "created_at"),
-                *("response_status", "response_headers", "response_body"),
-            )
-            params = [_KEYS.value(name, values[name]) for name in columns]
+            params = [_KEYS.value(name, values[name]) for name in _KEY_OUTCOME]
             conn.execute(_KEY_UPDATE, (*params, keyed.scope, keyed.key))
     return outcome
 
