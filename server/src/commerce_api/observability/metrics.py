@@ -95,8 +95,8 @@ class RequestMetrics:
     FLUSH_SECONDS = 0.05
 
     def __init__(self) -> None:
-        self._counters: dict[tuple[str, str, int], Counter] = {}
-        self._histograms: dict[tuple[str, str], Histogram] = {}
+        # (route, method, status) → its counter and its (route, method) histogram
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._batch: Batch[tuple[str, str, int, float]] = Batch(
             self._write, self.FLUSH_EVERY, self.FLUSH_SECONDS
         )
@@ -110,19 +110,17 @@ class RequestMetrics:
 
     def _write(self, pending: list[tuple[str, str, int, float]]) -> None:
         for route, method, status, seconds in pending:
-            counter = self._counters.get((route, method, status))
-            if counter is None:
-                counter = self._child(route, method, status)
+            children = self._children.get((route, method, status))
+            if children is None:
+                label = counter_method(method)
+                children = (
+                    REQUESTS.labels(route, label, str(status)),
+                    REQUEST_DURATION.labels(route, label),
+                )
+                self._children[route, method, status] = children
+            counter, histogram = children
             counter.inc()
-            self._histograms[route, counter_method(method)].observe(seconds)
-
-    def _child(self, route: str, method: str, status: int) -> Counter:
-        label = counter_method(method)
-        counter = REQUESTS.labels(route, label, str(status))
-        self._counters[route, method, status] = counter
-        if (route, label) not in self._histograms:
-            self._histograms[route, label] = REQUEST_DURATION.labels(route, label)
-        return counter
+            histogram.observe(seconds)
 
 
 def counter_method(method: str) -> str:
