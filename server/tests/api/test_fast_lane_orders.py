@@ -183,6 +183,14 @@ async def key_rows(db: Database) -> list[Any]:
         return list((await conn.execute(select(idempotency_keys))).all())
 
 
+async def assert_nothing_written(db: Database, world: World) -> None:
+    """No order, line, event or stored key; the product's stock as it was (10)."""
+    after = await snapshot(db)
+    assert (after.orders, after.order_items, after.events) == (0, 0, 0)
+    assert after.stock[world.product_id] == 10
+    assert await key_rows(db) == []
+
+
 async def stock_of(db: Database, product_id: str) -> int:
     return (await snapshot(db)).stock[product_id]
 
@@ -452,10 +460,7 @@ async def test_an_unusual_order_falls_through_to_the_full_stack_and_its_error(
     assert fast == full == again, "the fast lane's answer differs from the full stack's"
     if case.status == 401:
         assert responses[0].headers.get("www-authenticate") == "Bearer"
-    after = await snapshot(db)
-    assert (after.orders, after.order_items, after.events) == (0, 0, 0)
-    assert after.stock[world.product_id] == 10
-    assert await key_rows(db) == []
+    await assert_nothing_written(db, world)
 
 
 # --- the quota ---------------------------------------------------------------------------------
@@ -547,10 +552,7 @@ async def test_out_of_stock_is_409_from_the_fast_lane_as_from_the_full_stack(
     assert remaining(fast) - remaining(full) == 1
     assert hits[world.account_id] == 2
 
-    after = await snapshot(db)
-    assert (after.orders, after.order_items, after.events) == (0, 0, 0)
-    assert after.stock[world.product_id] == 10
-    assert await key_rows(db) == []
+    await assert_nothing_written(db, world)
 
 
 async def test_out_of_stock_with_a_key_is_stored_and_replayed(
