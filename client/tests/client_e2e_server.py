@@ -81,6 +81,8 @@ def serve(
     port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
     environ |= {"COMMERCE_DATABASE_URL": database_url, "COMMERCE_ENVIRONMENT": "sandbox"}
+    # The tests register receivers on 127.0.0.1 (private receivers are opt-in).
+    environ |= {"COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS": "true"}
     environ |= env or {}
     log = workdir / f"serve-{port}.stderr.log"
     with log.open("wb") as stderr:

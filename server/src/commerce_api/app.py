@@ -13,7 +13,6 @@ from starlette.types import Receive, Scope, Send
 
 from commerce_api import __version__, idempotency
 from commerce_api.catalog.routes import router as catalog_router
-from commerce_api.crypto import load_secret_box
 from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
@@ -24,6 +23,7 @@ from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
 from commerce_api.observability.middleware import ObservabilityMiddleware, RequestObserver
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
+from commerce_api.orders import service as orders_service
 from commerce_api.orders.routes import router as orders_router
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.middleware import RateLimitMiddleware
@@ -76,10 +76,11 @@ def rate_limit_store(settings: Settings) -> RateLimitStore:
 HOUSEKEEPING_INTERVAL_SECONDS = 600
 
 
-async def _housekeeping(db: Database) -> None:
+async def _housekeeping(db: Database, settings: Settings) -> None:
     """Periodic clean-up. Every process may run it; each step is safe to run concurrently."""
     while True:
         try:
+            await orders_service.expire_pending_orders(db, settings.pending_order_ttl_seconds)
             await idempotency.prune(db)
             async with db.write() as conn:
                 await webhooks.prune_events(conn)
@@ -127,7 +128,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         limiter = RateLimiter(settings, rate_limit_store(settings))
-        box = await load_secret_box(settings, db)
+        box = await webhooks.open_secret_box(settings, db)
         read_path = await ReadPath.open(db, settings.environment)
         writer = None if db.sqlite_path is None else SQLiteWriter(db.sqlite_path)
         services = Services(
@@ -142,7 +143,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         if isinstance(app, CommerceAPI):
             app.fast_lane = FastLane(services, observer)
         background = [
-            asyncio.create_task(_housekeeping(db), name="housekeeping"),
+            asyncio.create_task(_housekeeping(db, settings), name="housekeeping"),
             asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up"),
         ]
         dispatcher = Dispatcher(settings, db, box) if settings.run_dispatcher else None

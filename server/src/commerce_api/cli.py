@@ -21,10 +21,12 @@ from types import FrameType
 from typing import TypeVar
 
 import click
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import service as catalog
+from commerce_api.crypto import SecretKeyMissing, check_secret_key
 from commerce_api.db import Database, UnsupportedDatabaseURL
 from commerce_api.errors import APIError
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE
@@ -36,11 +38,23 @@ from commerce_api.timestamps import format_timestamp
 T = TypeVar("T")
 
 
+class ConfigurationError(click.ClickException):
+    """A setting the service cannot start with: one line on stderr, exit code 2, no traceback."""
+
+    exit_code = 2
+
+
 def _settings() -> Settings:
     try:
         return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"COMMERCE_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ConfigurationError(f"invalid settings: {problems}") from None
     except Exception as exc:
-        raise click.ClickException(f"invalid settings: {exc}") from exc
+        raise ConfigurationError(f"invalid settings: {' '.join(str(exc).split())}") from None
 
 
 def _with_database(work: Callable[[Database], Awaitable[T]], settings: Settings | None = None) -> T:
@@ -95,7 +109,18 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
     """Apply pending migrations, then serve the API."""
     import uvicorn
 
+    from commerce_api.http_server import DeadlineHttpProtocol
+
     settings = _settings()
+    if demo and settings.environment == "production":
+        raise ConfigurationError(
+            "--demo is for the sandbox: it would issue a live key and load a demo catalogue "
+            "into production (unset COMMERCE_ENVIRONMENT or drop --demo)"
+        )
+    try:
+        check_secret_key(settings)
+    except SecretKeyMissing as exc:
+        raise ConfigurationError(str(exc)) from None
     if workers > 1 and not settings.redis_url:
         raise click.UsageError(
             f"--workers {workers} needs COMMERCE_REDIS_URL: without Redis each worker would "
@@ -117,12 +142,18 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
         loaded, secret = seeded
         if loaded:
             _note(f"Loaded the demo catalogue: {loaded} products.")
-        _note("A sandbox client key for the demo account (shown once; keep it):")
-        _note(f'  curl -H "Authorization: Bearer {secret}" {base}/v1/products')
+        # The key goes to stdout only: stderr is the log stream, and keys are never logged.
+        _note("A sandbox client key for the demo account follows, on stdout (shown once;")
+        _note("earlier demo keys are revoked). Try it with KEY set to it:")
+        _note(f'  curl -H "Authorization: Bearer $KEY" {base}/v1/products')
         click.echo(secret)
     sys.stdout.flush()
     if no_dispatcher:
         os.environ["COMMERCE_RUN_DISPATCHER"] = "false"  # read by every worker's settings
+    if demo and "COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS" not in os.environ:
+        # A demo on a laptop sends webhooks to receivers on the same laptop.
+        os.environ["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
+        _note("Demo: webhooks may go to private and loopback addresses (127.0.0.1, 10.x, …).")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again to die of it;
     # this handler (restored by then) makes that a clean exit: 0, as supervisors expect.
     signal.signal(signal.SIGTERM, _exit_cleanly)
@@ -139,6 +170,9 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
             log_config=logging_config(settings),
             log_level=settings.log_level,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            http=DeadlineHttpProtocol,
+            timeout_keep_alive=settings.http_keep_alive_seconds,
+            limit_concurrency=settings.http_max_connections,
         )
 
 
@@ -151,6 +185,32 @@ def _exit_cleanly(_signum: int, _frame: FrameType | None) -> None:
 GRACEFUL_SHUTDOWN_SECONDS = 10
 
 
+METRICS_DIRECTORY_PREFIX = "commerce-api-metrics-"
+
+
+def remove_stale_metrics_directories(parent: str | None = None) -> list[str]:
+    """Remove the metrics directories of `serve` processes that no longer run (a SIGKILLed
+    one cannot remove its own); a directory's name carries its process id. The removed paths."""
+    removed = []
+    for path in Path(parent or tempfile.gettempdir()).glob(f"{METRICS_DIRECTORY_PREFIX}*"):
+        pid_text = path.name.removeprefix(METRICS_DIRECTORY_PREFIX).split("-", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 @contextmanager
 def _metrics_directory(workers: int) -> Iterator[None]:
     """With several workers, a fresh directory where each keeps its metrics, so that any of
@@ -160,7 +220,8 @@ def _metrics_directory(workers: int) -> Iterator[None]:
         os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
         yield
         return
-    directory = tempfile.mkdtemp(prefix="commerce-api-metrics-")
+    remove_stale_metrics_directories()
+    directory = tempfile.mkdtemp(prefix=f"{METRICS_DIRECTORY_PREFIX}{os.getpid()}-")
     os.environ[MULTIPROC_DIR_VARIABLE] = directory  # inherited by the workers uvicorn spawns
     try:
         yield
@@ -172,14 +233,14 @@ def _metrics_directory(workers: int) -> Iterator[None]:
 @main.command()
 def worker() -> None:
     """Run the webhook dispatcher alone (no HTTP), until SIGINT or SIGTERM."""
-    from commerce_api.crypto import load_secret_box
     from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
+    from commerce_api.webhooks.service import open_secret_box
 
     settings = _settings()
     logging.config.dictConfig(logging_config(settings))
 
     async def run(db: Database) -> None:
-        dispatcher = Dispatcher(settings, db, await load_secret_box(settings, db))
+        dispatcher = Dispatcher(settings, db, await open_secret_box(settings, db))
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):

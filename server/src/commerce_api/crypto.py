@@ -2,8 +2,15 @@
 secrets: unlike API keys they cannot be stored as a hash, since we sign with them).
 
 Fernet (AES-128-CBC + HMAC-SHA256, from ``cryptography``) under a key derived from
-``COMMERCE_SECRET_KEY``. A sandbox instance without that setting generates a key once and keeps
-it in its own database, so local work needs no set-up; production refuses to start without it.
+``COMMERCE_SECRET_KEY`` with HKDF-SHA256. A sandbox instance without that setting generates a key
+once and keeps it in its own database, so local work needs no set-up; production refuses to
+start without it.
+
+Rotation: set the new ``COMMERCE_SECRET_KEY`` and the old one as
+``COMMERCE_SECRET_KEY_PREVIOUS`` (in every process). Stored secrets are decrypted with whichever
+key made them and re-encrypted with the new one at start (``reencrypt_stored_secrets``); once
+every process has started with the new key, the previous one can be removed. Tokens made before
+HKDF (a plain SHA-256 of the setting) are still read, and rewritten the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ import base64
 import hashlib
 import secrets
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from commerce_api.db import Database
 from commerce_api.instance import ensure_value
@@ -25,10 +34,46 @@ class SecretKeyMissing(RuntimeError):
     pass
 
 
+_HKDF_INFO = b"commerce-api secret box v1"
+
+
+def _derived(key_material: str) -> Fernet:
+    """The Fernet key of a secret-key setting: HKDF-SHA256, 32 bytes (16 sign, 16 encrypt)."""
+    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_HKDF_INFO)
+    return Fernet(base64.urlsafe_b64encode(hkdf.derive(key_material.encode())))
+
+
+def _legacy(key_material: str) -> Fernet:
+    """The key of releases before HKDF (a plain SHA-256): read, never written."""
+    return Fernet(base64.urlsafe_b64encode(hashlib.sha256(key_material.encode()).digest()))
+
+
 class SecretBox:
-    def __init__(self, key_material: str) -> None:
-        digest = hashlib.sha256(key_material.encode()).digest()
-        self._fernet = Fernet(base64.urlsafe_b64encode(digest))
+    def __init__(self, key_material: str, previous: str | None = None) -> None:
+        # Encrypts with the first; decrypts with any (MultiFernet tries them in turn).
+        keys = [_derived(key_material), _legacy(key_material)]
+        if previous:
+            keys += [_derived(previous), _legacy(previous)]
+        self._fernet = MultiFernet(keys)
+        self._current = keys[0]
+
+    def is_current(self, token: str) -> bool:
+        """Whether ``token`` was made with the current key (no re-encryption needed)."""
+        try:
+            self._current.decrypt(token.encode())
+        except InvalidToken:
+            return False
+        return True
+
+    def reencrypt(self, token: str) -> str:
+        """``token`` under the current key (with its original timestamp)."""
+        try:
+            return self._fernet.rotate(token.encode()).decode()
+        except InvalidToken as exc:
+            raise SecretKeyMissing(
+                "cannot decrypt a stored secret: neither COMMERCE_SECRET_KEY nor "
+                "COMMERCE_SECRET_KEY_PREVIOUS is the key it was encrypted with"
+            ) from exc
 
     def encrypt(self, plaintext: str) -> str:
         return self._fernet.encrypt(plaintext.encode()).decode()
@@ -49,14 +94,19 @@ class SecretBox:
             ) from exc
 
 
-async def load_secret_box(settings: Settings, db: Database) -> SecretBox:
-    if settings.secret_key:
-        return SecretBox(settings.secret_key)
-    if settings.environment == "production":
+def check_secret_key(settings: Settings) -> None:
+    """Production needs ``COMMERCE_SECRET_KEY``; a sandbox without it generates one."""
+    if not settings.secret_key and settings.environment == "production":
         raise SecretKeyMissing(
             "set COMMERCE_SECRET_KEY (32+ random characters, the same for every process): it "
             "encrypts webhook secrets at rest"
         )
+
+
+async def load_secret_box(settings: Settings, db: Database) -> SecretBox:
+    if settings.secret_key:
+        return SecretBox(settings.secret_key, settings.secret_key_previous)
+    check_secret_key(settings)
     async with db.write() as conn:
         material = await ensure_value(conn, _GENERATED_KEY_NAME, secrets.token_urlsafe(32))
     return SecretBox(material)

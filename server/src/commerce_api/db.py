@@ -152,6 +152,25 @@ def _ensure_wal(cursor: Any) -> None:
             delay = min(delay * 2, 0.2)
 
 
+# After a checkpoint the WAL file is truncated to at most this size, so a burst of writes does
+# not keep its space for ever (and a full disk can recover once the WAL is checkpointed).
+SQLITE_JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+# Pages in the WAL that trigger an automatic checkpoint (SQLite's default, set explicitly).
+SQLITE_WAL_AUTOCHECKPOINT_PAGES = 1000
+
+
+def configure_sqlite_connection(conn: Any) -> None:
+    """The settings of every connection this process opens on the file (the engine's and the
+    order writer's): ``conn`` is a DB-API connection or cursor. The file is in WAL mode already
+    (see :func:`_ensure_wal`)."""
+    # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_SECONDS * 1000}")
+    conn.execute(f"PRAGMA journal_size_limit={SQLITE_JOURNAL_SIZE_LIMIT_BYTES}")
+    conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     sync_engine = engine.sync_engine
 
@@ -161,10 +180,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         _ensure_wal(cursor)
-        # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
-        cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_SECONDS * 1000}")
+        configure_sqlite_connection(cursor)
         cursor.close()
 
     @event.listens_for(sync_engine, "begin")

@@ -136,8 +136,9 @@ def demo_products() -> list[dict[str, Any]]:
 async def seed_demo(conn: AsyncConnection, environment: Environment) -> tuple[int, str]:
     """Load the demo catalogue if the catalogue is empty; return (products loaded, a new key).
 
-    Every call issues a fresh client key for the demo account: keys are shown only once, so
-    this is the only way to print a usable one on each start.
+    Every call issues a fresh client key for the demo account (keys are shown only once, so
+    this is the only way to print a usable one on each start) and revokes the ones it issued
+    before: a restart never leaves an older printed key working.
     """
     loaded = 0
     if await catalog_repository.count_all(conn) == 0:
@@ -147,5 +148,6 @@ async def seed_demo(conn: AsyncConnection, environment: Environment) -> tuple[in
     account_id = await accounts_repository.find_account_by_name(conn, DEMO_ACCOUNT_NAME)
     if account_id is None:
         account_id = await accounts.create_account(conn, DEMO_ACCOUNT_NAME, "development")
+    await accounts_repository.revoke_account_keys(conn, account_id, utcnow())
     key = await accounts.create_key(conn, environment, account_id=account_id)
     return loaded, key.secret

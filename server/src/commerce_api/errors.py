@@ -1,6 +1,6 @@
 """The error contract: every non-2xx response is ``{"error": {"code", "message", "details"}}``.
 
-Statuses and codes follow DESIGN.md's table. Handlers here translate FastAPI's and Starlette's
+Statuses and codes follow docs/design.md's table. Handlers here translate FastAPI's and Starlette's
 own exceptions, so no framework default error body ever reaches a client; the outermost
 middleware (``middleware.py``) renders anything that escapes as a 500.
 """
@@ -14,9 +14,13 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 MAX_BODY_BYTES = 1024 * 1024
+# nginx's "client closed request": the status of an answer to a client that hung up before its
+# body arrived. No one receives it; metrics and the request log count it apart from the 5xx.
+CLIENT_CLOSED_REQUEST = 499
 
 ErrorCode = Literal["invalid_request", "unauthorized", "not_found", "rate_limited", "server_error"]
 
@@ -153,6 +157,8 @@ async def _validation_handler(_request: Request, exc: Exception) -> Response:
 
 async def _http_exception_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc.__cause__, ClientDisconnect):  # FastAPI's 400 for a body never sent
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
     headers = dict(exc.headers or {})
     if exc.status_code == 404:
         error = not_found(f"No route matches {request.method} {request.url.path}.", "path")

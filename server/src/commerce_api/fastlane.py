@@ -30,12 +30,13 @@ from commerce_api import idempotency
 from commerce_api.accounts.service import Principal, bearer_token
 from commerce_api.catalog.schemas import MAX_CATEGORY_LENGTH
 from commerce_api.dependencies import Services
-from commerce_api.errors import MAX_BODY_BYTES, APIError, server_error
+from commerce_api.errors import MAX_BODY_BYTES, APIError
 from commerce_api.ids import new_request_id
+from commerce_api.middleware import identity_headers, unexpected_failure
 from commerce_api.observability.middleware import RequestObserver
 from commerce_api.orders import sqlite_orders
 from commerce_api.orders.schemas import OrderCreate
-from commerce_api.orders.service import line_positions
+from commerce_api.orders.service import check_units, line_positions
 from commerce_api.pagination import DEFAULT_PAGE_SIZE, MAX_OFFSET, clamp
 from commerce_api.ratelimit.limiter import Decision
 from commerce_api.ratelimit.middleware import decide, rejection
@@ -158,7 +159,7 @@ class FastLane:
             if not decision.allowed:
                 status, body, headers = 429, rejection(decision, principal), headers[:2]
             headers += decision.headers()
-        headers.append((b"x-request-id", request_id.encode()))
+        headers += identity_headers(request_id)
         headers[1] = (b"content-length", str(len(body)).encode())
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -237,6 +238,7 @@ class FastLane:
         try:
             data = OrderCreate.model_validate(orjson.loads(body))
             line_positions(principal, data)
+            check_units(data, self.services.settings)
         except Exception:  # the routes answer it, with the same model's error
             return _replaying(messages, receive)
 
@@ -260,18 +262,19 @@ class FastLane:
             keyed=keyed,
             box=self.services.secret_box,
         )
+        failure_headers: list[tuple[bytes, bytes]] = []
         try:
             outcome = await writer.run(job)
         except APIError as exc:  # out of stock, an unknown product, a key conflict
             outcome = sqlite_orders.Outcome.of_error(exc)
-        except Exception:
-            logger.exception("unhandled error", extra={"request_id": request_id})
-            outcome = sqlite_orders.Outcome(500, {}, server_error(request_id))
+        except Exception as exc:
+            status, body, failure_headers = unexpected_failure(exc, request_id)
+            outcome = sqlite_orders.Outcome(status, {}, body)
         headers = [
             (name.encode(), value.encode())
             for name, value in outcome.headers.items()
             if name != "content-type"  # _answer sends it
-        ]
+        ] + failure_headers
         await self._answer(
             scope, send, ORDERS_PATH, started, outcome.status, outcome.body, headers, decision
         )

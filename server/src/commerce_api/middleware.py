@@ -1,6 +1,7 @@
 """ASGI layers around the app, outermost first:
 
-1. :class:`RequestIdMiddleware` gives each request an id and puts it on every response.
+1. :class:`RequestIdMiddleware` gives each request an id and puts it, with the headers every
+   answer carries (:func:`identity_headers`), on every response.
 2. ``ratelimit.middleware.RateLimitMiddleware`` counts the request and adds the
    ``X-RateLimit-*`` headers (or answers 429).
 3. :class:`ErrorGuardMiddleware` enforces the body-size limit and turns anything unexpected
@@ -11,14 +12,30 @@ Written as plain ASGI rather than ``BaseHTTPMiddleware``: no task or stream per 
 
 from __future__ import annotations
 
+import errno
 import logging
+import sqlite3
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from commerce_api.errors import MAX_BODY_BYTES, BodyTooLarge, error_body, server_error
+from commerce_api.errors import (
+    CLIENT_CLOSED_REQUEST,
+    MAX_BODY_BYTES,
+    BodyTooLarge,
+    error_body,
+    server_error,
+)
 from commerce_api.ids import new_request_id
+from commerce_api.observability import metrics
 
 logger = logging.getLogger("commerce_api")
+
+
+def identity_headers(request_id: str) -> list[tuple[bytes, bytes]]:
+    """The headers of every answer, whichever path made it (this middleware or the fast lane):
+    the request id, and ``nosniff`` so that no browser reads a JSON body as another type."""
+    return [(b"x-request-id", request_id.encode()), (b"x-content-type-options", b"nosniff")]
 
 
 def add_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
@@ -52,7 +69,57 @@ class RequestIdMiddleware:
             return
         request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
-        await self.app(scope, receive, add_headers(send, [(b"x-request-id", request_id.encode())]))
+        await self.app(scope, receive, add_headers(send, identity_headers(request_id)))
+
+
+STORAGE_FULL_RETRY_AFTER_SECONDS = 30
+_SQLITE_FULL = 13  # SQLITE_FULL
+_POSTGRES_DISK_FULL = "53100"  # SQLSTATE disk_full
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps: SQLAlchemy's ``orig``, a ``__cause__``) says the
+    database could not write because its disk is full."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sqlite3.Error) and (
+            getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL
+            or "database or disk is full" in str(current)
+        ):
+            return True
+        if isinstance(current, OSError) and current.errno == errno.ENOSPC:
+            return True
+        if getattr(current, "sqlstate", None) == _POSTGRES_DISK_FULL:
+            return True
+        orig = getattr(current, "orig", None)
+        current = orig if isinstance(orig, BaseException) else current.__cause__
+    return False
+
+
+def unexpected_failure(
+    exc: BaseException, request_id: str
+) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """Log an exception no handler knew and give its answer, for the middleware and the fast
+    lane alike: a full disk is a 503 with ``Retry-After`` (nothing was written: the transaction
+    rolled back) and its own metric; anything else the contract's 500."""
+    if is_storage_full(exc):
+        metrics.STORAGE_FULL_ERRORS.inc()
+        logger.error(
+            "storage full: the database could not write (free disk space; requests are "
+            "answered 503 until then)",
+            extra={"request_id": request_id},
+        )
+        body = error_body(
+            "server_error",
+            "The service cannot store anything right now (its storage is full). Nothing was "
+            "written; retry later with the same Idempotency-Key.",
+            request_id,
+        )
+        return 503, body, [(b"retry-after", str(STORAGE_FULL_RETRY_AFTER_SECONDS).encode())]
+    logger.error("unhandled error", exc_info=exc, extra={"request_id": request_id})
+    return 500, server_error(request_id), []
 
 
 def _too_large_body() -> bytes:
@@ -101,11 +168,18 @@ class ErrorGuardMiddleware:
         except BodyTooLarge:
             if not response_started:
                 await send_json(send, 413, _too_large_body(), [(b"connection", b"close")])
-        except Exception:
-            # Log with the request id; the client gets the id, never the traceback.
-            logger.exception("unhandled error", extra={"request_id": request_id})
+        except ClientDisconnect:
+            # The client hung up before its body arrived: not a server error. The answer,
+            # which reaches no one, is nginx's 499 "client closed request", so that metrics and
+            # the request log count it apart from the 5xx an operator is alerted on.
+            logger.info("client closed the request", extra={"request_id": request_id})
             if not response_started:
-                await send_json(send, 500, server_error(request_id), [])
+                await send_json(send, CLIENT_CLOSED_REQUEST, b"", [])
+        except Exception as exc:
+            # Logged with the request id; the client gets the id, never the traceback.
+            status, body, headers = unexpected_failure(exc, request_id)
+            if not response_started:
+                await send_json(send, status, body, headers)
 
 
 def _content_length(scope: Scope) -> int | None:

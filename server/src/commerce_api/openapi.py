@@ -151,7 +151,8 @@ def docs_router(title: str) -> APIRouter:
             swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
             swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
             swagger_favicon_url=f"{ASSETS_URL}/favicon-32x32.png",
-            swagger_ui_parameters={"persistAuthorization": True},
+            # A pasted key stays in the page only: Swagger UI must not keep it in localStorage.
+            swagger_ui_parameters={"persistAuthorization": False},
         )
 
     for name, media_type in (

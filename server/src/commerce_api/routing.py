@@ -97,15 +97,21 @@ async def _idempotently(
         response = await handler(request)
     except Exception as exc:
         rendered = await render_exception(request, exc)
-        if rendered is None or rendered.status_code >= 500:
+        if rendered is None or _retry_later(rendered.status_code):
             await idempotency.release(db, claim)
             raise
         response = rendered
-    if response.status_code >= 500:
+    if _retry_later(response.status_code):
         await idempotency.release(db, claim)
     elif not claim.recorded:
         await idempotency.record_separately(db, box, claim, response)
     return response
+
+
+def _retry_later(status: int) -> bool:
+    """An answer that says "try again later" (429, 5xx) is not the key's result: it is not
+    stored, so a retry with the same key runs the request (as Stripe does)."""
+    return status == 429 or status >= 500
 
 
 async def _self_managed(
@@ -123,7 +129,7 @@ async def _self_managed(
         raise
     except Exception as exc:
         rendered = await render_exception(request, exc)
-        if rendered is None or rendered.status_code >= 500:
+        if rendered is None or _retry_later(rendered.status_code):
             raise
     claim = await idempotency.claim(db, box, keyed)
     if isinstance(claim, Response):

@@ -5,7 +5,6 @@ A ``.env`` file in the working directory is read too; real environment variables
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -33,15 +32,35 @@ class Settings(BaseSettings):
     rate_limit_production: int = Field(default=10000, ge=1)
     rate_limit_window_seconds: int = Field(default=3600, ge=1)
     webhook_retry_schedule: Annotated[tuple[int, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
-    webhook_allow_private_urls: bool | None = None
+    # Receivers on loopback, private or link-local addresses: only by explicit opt-in, in every
+    # environment (a sandbox offered to outside integrators must not reach the operator's
+    # network). `serve --demo` opts in.
+    webhook_allow_private_urls: bool = False
     webhook_timeout_seconds: float = Field(default=10.0, gt=0)
     webhook_poll_seconds: float = Field(default=0.5, gt=0)
+    # Live endpoints per account (Stripe's default too): each order fans out to every one.
+    webhook_max_endpoints: int = Field(default=16, ge=1)
     # Encrypts webhook signing secrets at rest. Required in production; a sandbox without it
     # keeps a generated key in its own database.
     secret_key: str | None = Field(default=None, min_length=32)
+    # The key before a rotation: still accepted for decryption (see crypto.py).
+    secret_key_previous: str | None = Field(default=None, min_length=32)
     # Whether `serve` runs the webhook dispatcher in-process (`serve --no-dispatcher` sets it).
     run_dispatcher: bool = True
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    # A pending order older than this is canceled, its stock returned (0: never). Checked by
+    # every process's housekeeping, every 10 minutes.
+    pending_order_ttl_seconds: int = Field(default=86400, ge=0)
+    # Units one order may reserve: per line (at most the schema's 10,000) and in all.
+    order_max_units_per_line: int = Field(default=10_000, ge=1, le=10_000)
+    order_max_units: int = Field(default=10_000, ge=1)
+    # `serve`'s HTTP server (http_server.py): a request's head and body must arrive within
+    # these; an idle keep-alive connection is closed after `keep_alive`; past `max_connections`
+    # connections (and requests in flight) new ones are answered 503.
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    http_body_timeout_seconds: float = Field(default=30.0, gt=0)
+    http_keep_alive_seconds: int = Field(default=5, ge=1)
+    http_max_connections: int = Field(default=1000, ge=1)
     # `off` removes /metrics (it answers 404 like any unknown route).
     metrics: Literal["on", "off"] = "on"
     # `auto`: JSON lines when stderr is not a terminal, readable text when it is.
@@ -70,12 +89,9 @@ class Settings(BaseSettings):
             raise ValueError("delays must be non-negative seconds")
         return value
 
-    @cached_property
+    @property
     def allow_private_webhook_urls(self) -> bool:
-        """Private receiver URLs are allowed in the sandbox unless the setting says otherwise."""
-        if self.webhook_allow_private_urls is not None:
-            return self.webhook_allow_private_urls
-        return self.environment == "sandbox"
+        return self.webhook_allow_private_urls
 
     def rate_limit_for(self, tier: Tier) -> int:
         if tier == "production":

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from commerce_api.db import SQLITE_BUSY_TIMEOUT_SECONDS
+from commerce_api.db import SQLITE_BUSY_TIMEOUT_SECONDS, configure_sqlite_connection
 
 logger = logging.getLogger("commerce_api.db")
 
@@ -88,11 +88,7 @@ class SQLiteWriter:
             check_same_thread=False,  # the loop and the I/O thread take turns, never at once
             timeout=SQLITE_BUSY_TIMEOUT_SECONDS,
         )
-        # The engine's settings (db.py): the file is already in WAL mode (the engine's first
-        # connection switched it); every commit is fsynced.
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_SECONDS * 1000}")
+        configure_sqlite_connection(conn)  # the engine's settings, once (db.py)
         return conn
 
     def _begin(self) -> sqlite3.Connection:

@@ -1,4 +1,4 @@
-"""The error contract of DESIGN.md: one test per row of the status table that exists today.
+"""The error contract of docs/design.md: one test per row of the status table that exists today.
 
 Every error is ``{"error": {"code", "message", "details"}}`` with exactly those keys, and every
 response carries ``X-Request-Id``.
@@ -34,6 +34,7 @@ def assert_error(
     """Assert the status, the exact envelope and the request id; return ``error``."""
     assert response.status_code == status, response.text
     assert response.headers.get("x-request-id"), "every response carries X-Request-Id"
+    assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
     assert set(body) == {"error"}, body
@@ -423,9 +424,23 @@ async def test_request_ids_differ_between_requests(client: httpx.AsyncClient) ->
     assert first.headers["x-request-id"] != second.headers["x-request-id"]
 
 
+@pytest.mark.parametrize("path", ["/docs", "/openapi.json", "/healthz", "/v1/products/prod_x"])
+async def test_every_answer_says_nosniff(
+    client: httpx.AsyncClient, client_key: str, path: str
+) -> None:
+    response = await client.get(path, headers=bearer(client_key))
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_swagger_ui_does_not_keep_pasted_keys(client: httpx.AsyncClient) -> None:
+    page = (await client.get("/docs")).text
+    assert '"persistAuthorization": false' in page
+
+
 async def test_successful_responses_carry_request_id(
     client: httpx.AsyncClient, client_key: str
 ) -> None:
     response = await client.get("/v1/products", headers=bearer(client_key))
     assert response.status_code == 200
     assert response.headers["x-request-id"].startswith("req_")
+    assert response.headers["x-content-type-options"] == "nosniff"

@@ -590,3 +590,34 @@ async def test_pruning_deletes_only_events_older_than_30_days_with_their_deliver
     )
     async with db.write() as conn:
         assert await service.prune_events(conn) == 0
+
+
+async def test_a_second_redelivery_is_refused_until_the_first_was_attempted(
+    db: Database, client: httpx.AsyncClient, admin_key: str, client_key: str
+) -> None:
+    endpoint_id = await create_endpoint(client, client_key)
+    _, event = await one_event(client, admin_key, client_key)
+    # No dispatcher runs here: a redelivery stays queued until the test says it was attempted.
+    assert (await redeliver(client, client_key, event["id"])).status_code == 200
+    key = {"Idempotency-Key": "redeliver-1"}
+    response = await client.post(
+        f"/v1/events/{event['id']}/redeliver", headers={**bearer(client_key), **key}
+    )
+    assert_error(response, 429, "rate_limited", "id")
+    assert response.headers["Retry-After"] == "5"
+    assert (await delivery_rows(db, event["id"]))[endpoint_id].attempts == 0
+
+    async with db.write() as conn:
+        await conn.execute(
+            update(webhook_deliveries)
+            .where(webhook_deliveries.c.event_id == event["id"])
+            .values(status="succeeded", attempts=1, next_attempt_at=None)
+        )
+    # A 429 did not use up the Idempotency-Key: the same key now redelivers.
+    again = await client.post(
+        f"/v1/events/{event['id']}/redeliver", headers={**bearer(client_key), **key}
+    )
+    assert again.status_code == 200, again.text
+    assert "Idempotent-Replayed" not in again.headers
+    # ...and the next one waits until this one was attempted.
+    assert_error(await redeliver(client, client_key, event["id"]), 429, "rate_limited", "id")

@@ -60,11 +60,14 @@ from tests.helpers import bearer
 QUOTA = 40  # development tier: the client keys of these tests
 PRODUCTION_QUOTA = 60  # an admin key (no account) counts at the production quota
 REPLAYED = "idempotent-replayed"
+NOSNIFF = "x-content-type-options"
 RATE_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 SUCCESS_HEADERS = frozenset(
-    {"content-type", "content-length", "location", "x-request-id", *RATE_HEADERS}
+    {"content-type", "content-length", "location", "x-request-id", NOSNIFF, *RATE_HEADERS}
 )
-ERROR_HEADERS = frozenset({"content-type", "content-length", "x-request-id", *RATE_HEADERS})
+ERROR_HEADERS = frozenset(
+    {"content-type", "content-length", "x-request-id", NOSNIFF, *RATE_HEADERS}
+)
 ORIGINAL_PLACE_ORDER = FastLane._place_order
 
 

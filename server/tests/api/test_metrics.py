@@ -6,6 +6,9 @@ compare a scrape after the requests with one before.
 
 from __future__ import annotations
 
+import errno
+import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -13,15 +16,22 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy.exc
+from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
+from starlette.types import Message
 
 from commerce_api.app import create_app
+from commerce_api.catalog import repository as catalog_repository
 from commerce_api.db import Database
+from commerce_api.middleware import is_storage_full
 from commerce_api.observability.middleware import route_template
+from commerce_api.orders import sqlite_orders
 from commerce_api.settings import Settings
 from commerce_api.tables import webhook_deliveries
 from commerce_api.timestamps import utcnow
+from tests.api.test_orders import order_body
 from tests.conftest import KeyFactory, make_settings
 from tests.helpers import bearer
 
@@ -195,3 +205,151 @@ def test_a_request_that_reached_no_route_is_labelled_by_the_fast_path_or_unmatch
     path: str, template: str
 ) -> None:
     assert route_template({"type": "http", "path": path, "method": "GET"}) == template
+
+
+@pytest.mark.parametrize("idempotency_key", [None, "hang-up-1"])
+async def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_server_error(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    client_key: str,
+    idempotency_key: str | None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``ClientDisconnect`` while the body is read: not counted as a 5xx, not logged as an
+    unhandled error; counted as 499 (nginx's "client closed request")."""
+    before = await scrape(client)
+    headers = [
+        (b"host", b"testserver"),
+        (b"authorization", f"Bearer {client_key}".encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"500"),
+    ]
+    if idempotency_key is not None:
+        headers.append((b"idempotency-key", idempotency_key.encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/orders",
+        "raw_path": b"/v1/orders",
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    incoming: list[Message] = [
+        {"type": "http.request", "body": b'{"customer_id": "cus', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Message:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        pass  # the client is gone
+
+    with caplog.at_level(logging.INFO, logger="commerce_api"):
+        await app(scope, receive, send)
+    after = await scrape(client)
+    for status in (500, 400):
+        assert requests_counted(before, after, "/v1/orders", "POST", status) == 0
+    assert requests_counted(before, after, "/v1/orders", "POST", 499) == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+# --- a full disk -------------------------------------------------------------------------------
+
+
+def _disk_full() -> sqlalchemy.exc.OperationalError:
+    """What SQLAlchemy raises when SQLite cannot write for want of space (SQLITE_FULL)."""
+    return sqlalchemy.exc.OperationalError(
+        "INSERT …", {}, sqlite3.OperationalError("database or disk is full")
+    )
+
+
+def assert_storage_full(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "30"
+    error = response.json()["error"]
+    assert error["code"] == "server_error"
+    assert "storage is full" in error["message"]
+    assert error["details"] == response.headers["x-request-id"]
+
+
+async def test_a_full_disk_is_a_503_with_retry_after_a_log_line_and_a_metric(
+    client: httpx.AsyncClient,
+    admin_key: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def full(*_args: object, **_kwargs: object) -> None:
+        raise _disk_full()
+
+    monkeypatch.setattr(catalog_repository, "insert", full)
+    before = await scrape(client)
+    with caplog.at_level(logging.ERROR, logger="commerce_api"):
+        response = await client.post(
+            "/v1/products",
+            headers=bearer(admin_key),
+            json={"name": "Lamp", "price": 10, "category": "home", "inventory_count": 3},
+        )
+    assert_storage_full(response)
+    after = await scrape(client)
+    assert (
+        value(after, "commerce_storage_full_errors_total")
+        - value(before, "commerce_storage_full_errors_total")
+        == 1
+    )
+    assert requests_counted(before, after, "/v1/products", "POST", 503) == 1
+    assert any("storage full" in record.getMessage() for record in caplog.records)
+    listed = await client.get("/v1/products", headers=bearer(admin_key))
+    assert listed.json()["pagination"]["total"] == 0  # nothing was written
+
+
+async def test_a_full_disk_while_the_fast_lane_places_an_order_is_a_503(
+    db: Database,
+    client: httpx.AsyncClient,
+    admin_key: str,
+    client_key: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not db.is_sqlite:
+        pytest.skip("the fast lane places orders on SQLite only")
+    created = await client.post(
+        "/v1/products",
+        headers=bearer(admin_key),
+        json={"name": "Lamp", "price": 10, "category": "home", "inventory_count": 3},
+    )
+    product_id = created.json()["id"]
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(sqlite_orders, "place_order", full)
+    response = await client.post(
+        "/v1/orders",
+        headers=bearer(client_key),
+        json=order_body((product_id, 1)),
+    )
+    assert_storage_full(response)
+    product = await client.get(f"/v1/products/{product_id}", headers=bearer(client_key))
+    assert product.json()["inventory_count"] == 3
+
+
+@pytest.mark.parametrize(
+    ("exc", "full"),
+    [
+        (sqlite3.OperationalError("database or disk is full"), True),
+        (OSError(errno.ENOSPC, "No space left on device"), True),
+        (type("DiskFullError", (Exception,), {"sqlstate": "53100"})(), True),
+        (sqlite3.OperationalError("database is locked"), False),
+        (RuntimeError("boom"), False),
+    ],
+)
+def test_what_counts_as_a_full_disk(exc: Exception, full: bool) -> None:
+    wrapped = sqlalchemy.exc.OperationalError("…", {}, exc)
+    assert is_storage_full(exc) is full
+    assert is_storage_full(wrapped) is full

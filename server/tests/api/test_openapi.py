@@ -38,6 +38,7 @@ from tests.helpers import bearer
 
 # The document does not depend on the database: build it once, offline, to parametrize tests.
 DOCUMENT: dict[str, Any] = create_app(make_settings("sqlite:///unused.db")).openapi()
+MAX_UNITS = make_settings("sqlite:///unused.db").order_max_units
 HTTP_METHODS = frozenset({"get", "put", "post", "patch", "delete", "head", "options", "trace"})
 OPERATIONS: list[tuple[str, str]] = [
     (method.upper(), path)
@@ -136,12 +137,18 @@ def _undocumentable_rules(case: Any) -> list[Any]:
 
     An order's lines must name different products (the schema's description says so, but
     `uniqueItems` compares whole objects, not one property), so a schema-valid body with a
-    repeated product_id is rightly refused with 400.
+    repeated product_id is rightly refused with 400. Likewise the operator's cap on an order's
+    units in all (``COMMERCE_ORDER_MAX_UNITS``) is a setting the schema cannot state (the
+    per-line cap is its ``maximum``).
     """
     body = case.body
     if isinstance(body, dict) and isinstance(body.get("items"), list):
-        ids = [item.get("product_id") for item in body["items"] if isinstance(item, dict)]
+        lines = [item for item in body["items"] if isinstance(item, dict)]
+        ids = [item.get("product_id") for item in lines]
         if len(ids) != len(set(map(str, ids))):
+            return [schemathesis.checks.positive_data_acceptance]
+        quantities = [q for item in lines if isinstance(q := item.get("quantity"), int | float)]
+        if sum(quantities) > MAX_UNITS:
             return [schemathesis.checks.positive_data_acceptance]
     return []
 

@@ -3,6 +3,7 @@ lifecycle and its permissions, stock, events, and atomicity of failed orders."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import hash_key
@@ -21,6 +22,7 @@ from commerce_api.app import create_app
 from commerce_api.db import Database
 from commerce_api.ids import new_id
 from commerce_api.orders import repository as orders_repository
+from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.tables import api_keys, events, order_items, orders, products
 from tests.api.test_error_contract import assert_error
@@ -1167,3 +1169,119 @@ async def test_a_crash_during_a_transition_leaves_the_order_unchanged(
     monkeypatch.undo()
     fetched = await client.get(f"/v1/orders/{order['id']}", headers=bearer(client_key))
     assert fetched.json() == order
+
+
+# --- pending orders expire ---------------------------------------------------------------------
+
+
+async def _age(db: Database, order_id: str, by: timedelta) -> None:
+    async with db.write() as conn:
+        created = await conn.scalar(select(orders.c.created_at).where(orders.c.id == order_id))
+        assert created is not None
+        await conn.execute(
+            update(orders).where(orders.c.id == order_id).values(created_at=created - by)
+        )
+
+
+async def test_a_pending_order_past_its_ttl_is_canceled_with_its_stock_and_event(
+    db: Database, client: httpx.AsyncClient, admin_key: str, client_key: str
+) -> None:
+    product_id = await create_product(client, admin_key, inventory_count=10)
+    old = await place_ok(client, client_key, (product_id, 3))
+    fulfilled = await place_ok(client, client_key, (product_id, 1))
+    fresh = await place_ok(client, client_key, (product_id, 2))
+    assert (await action(client, admin_key, fulfilled["id"], "fulfill")).status_code == 200
+    for order in (old, fulfilled):
+        await _age(db, order["id"], timedelta(days=2))
+
+    assert await orders_service.expire_pending_orders(db, 86400) == 1
+    assert await orders_service.expire_pending_orders(db, 86400) == 0  # once only
+
+    async def status(order_id: str) -> str:
+        response = await client.get(f"/v1/orders/{order_id}", headers=bearer(client_key))
+        value: str = response.json()["status"]
+        return value
+
+    assert await status(old["id"]) == "canceled"
+    assert await status(fulfilled["id"]) == "fulfilled"
+    assert await status(fresh["id"]) == "pending"
+    assert await stock(client, client_key, product_id) == 10 - 1 - 2
+    canceled = await client.get(
+        "/v1/events", params={"type": "order.canceled"}, headers=bearer(client_key)
+    )
+    assert [event["data"]["id"] for event in canceled.json()["data"]] == [old["id"]]
+
+
+async def test_a_ttl_of_zero_never_expires_orders(
+    db: Database, client: httpx.AsyncClient, admin_key: str, client_key: str
+) -> None:
+    product_id = await create_product(client, admin_key)
+    order = await place_ok(client, client_key, (product_id, 1))
+    await _age(db, order["id"], timedelta(days=400))
+    assert await orders_service.expire_pending_orders(db, 0) == 0
+    response = await client.get(f"/v1/orders/{order['id']}", headers=bearer(client_key))
+    assert response.json()["status"] == "pending"
+
+
+async def test_concurrent_sweeps_cancel_each_expired_order_once(
+    db: Database, client: httpx.AsyncClient, admin_key: str, client_key: str
+) -> None:
+    product_id = await create_product(client, admin_key, inventory_count=20)
+    placed = [await place_ok(client, client_key, (product_id, 1)) for _ in range(5)]
+    for order in placed:
+        await _age(db, order["id"], timedelta(hours=25))
+    counts = await asyncio.gather(
+        *(orders_service.expire_pending_orders(db, 86400) for _ in range(3))
+    )
+    assert sum(counts) == 5
+    assert await stock(client, client_key, product_id) == 20
+    canceled = await client.get(
+        "/v1/events", params={"type": "order.canceled"}, headers=bearer(client_key)
+    )
+    assert canceled.json()["pagination"]["total"] == 5
+
+
+def test_pending_orders_expire_after_a_day_by_default() -> None:
+    assert Settings(_env_file=None).pending_order_ttl_seconds == 86400
+
+
+# --- unit limits -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+async def test_orders_over_the_unit_limits_are_refused_naming_the_parameter(
+    db: Database, database_url: str, make_key: KeyFactory, keyed: bool
+) -> None:
+    settings = make_settings(database_url, order_max_units_per_line=3, order_max_units=5)
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            admin, client = await make_key("admin"), await make_key()
+            first = await create_product(http, admin, inventory_count=50)
+            second = await create_product(http, admin, inventory_count=50, name="Pen")
+            headers = {**bearer(client), **({"Idempotency-Key": "limits-1"} if keyed else {})}
+            too_many_on_a_line = await http.post(
+                "/v1/orders", json=order_body((first, 1), (second, 4)), headers=headers
+            )
+            assert_error(too_many_on_a_line, 400, "invalid_request", "items[1].quantity")
+            too_many_in_all = await http.post(
+                "/v1/orders",
+                json=order_body((first, 3), (second, 3)),
+                headers={**bearer(client), "Idempotency-Key": "limits-2"}
+                if keyed
+                else bearer(client),
+            )
+            assert_error(too_many_in_all, 400, "invalid_request", "items")
+            assert "at most 5 units" in too_many_in_all.json()["error"]["message"]
+            await place_ok(http, client, (first, 3), (second, 2))  # at the limits
+            assert await stock(http, client, first) == 47
+            assert await stock(http, client, second) == 48
+    async with db.read() as conn:
+        assert await conn.scalar(select(func.count()).select_from(orders)) == 1
+
+
+def test_the_unit_limits_default_to_ten_thousand() -> None:
+    settings = Settings(_env_file=None)
+    assert settings.order_max_units_per_line == 10_000
+    assert settings.order_max_units == 10_000

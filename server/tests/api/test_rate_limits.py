@@ -1,4 +1,4 @@
-"""Rate limits through the HTTP app (DESIGN.md, "Rate limits").
+"""Rate limits through the HTTP app (docs/design.md, "Rate limits").
 
 Per account, in fixed windows aligned to the epoch, counted for every request including errors;
 ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` on every response (unauthenticated ones are

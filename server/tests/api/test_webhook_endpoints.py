@@ -792,7 +792,10 @@ async def production(database_url: str) -> AsyncIterator[Instance]:
             key = await accounts.create_key(conn, "production", account_id=account_id)
     finally:
         await db.dispose()
-    async with running(make_settings(database_url, environment="production")) as (app, http):
+    settings = make_settings(
+        database_url, environment="production", webhook_allow_private_urls=False
+    )
+    async with running(settings) as (app, http):
         yield Instance(app, http, key.secret)
 
 
@@ -844,7 +847,9 @@ async def test_production_refuses_a_host_name_resolving_to_a_private_address(
         PATH, json={"url": URL}, headers=bearer(production.client_key)
     )
     error = assert_error(response, 400, "invalid_request", "url")
-    assert "10.20.30.40" in error["message"]
+    assert "non-public address" in error["message"]
+    # The resolved address is not revealed: it would map the operator's network for a caller.
+    assert "10.20.30.40" not in error["message"]
 
 
 async def test_production_refuses_a_host_name_that_does_not_resolve(
@@ -886,6 +891,61 @@ async def test_production_rechecks_the_url_on_patch(
     )
     assert_error(response, 400, "invalid_request", "url")
     assert (await get_ok(production.http, production.client_key, endpoint["id"]))["url"] == URL
+
+
+async def test_receiver_names_are_resolved_before_the_write_transaction_opens(
+    production: Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow resolver must never hold the database's write lock (SQLite's ``BEGIN IMMEDIATE``)
+    or a pooled connection: every lookup happens while no write transaction is open."""
+    open_writes = 0
+    lookups_during_a_write: list[str] = []
+    original_write = Database.write
+
+    @contextlib.asynccontextmanager
+    async def tracked_write(self: Database) -> AsyncIterator[Any]:
+        nonlocal open_writes
+        async with original_write(self) as conn:
+            open_writes += 1
+            try:
+                yield conn
+            finally:
+                open_writes -= 1
+
+    async def getaddrinfo(host: str, port: object, *args: object, **kwargs: object) -> Any:
+        if open_writes:
+            lookups_during_a_write.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]
+
+    monkeypatch.setattr(Database, "write", tracked_write)
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    endpoint = await create_ok(production.http, production.client_key)
+    await patch_ok(production.http, production.client_key, endpoint["id"], {"url": URL + "/moved"})
+    assert lookups_during_a_write == []
+
+
+# --- how many endpoints ------------------------------------------------------------------------
+
+
+async def test_an_account_has_at_most_the_configured_number_of_endpoints(
+    database_url: str, client_key: str
+) -> None:
+    settings = make_settings(database_url, webhook_max_endpoints=2)
+    async with running(settings) as (_, http):
+        first = await create_ok(http, client_key)
+        await create_ok(http, client_key)
+        response = await create(http, client_key)
+        assert_error(response, 400, "invalid_request", "url")
+        assert "at most 2 webhook endpoints" in response.json()["error"]["message"]
+        assert (await list_page(http, client_key))["pagination"]["total"] == 2
+        # A deleted endpoint no longer counts.
+        deleted = await http.delete(f"{PATH}/{first['id']}", headers=bearer(client_key))
+        assert deleted.status_code == 204
+        await create_ok(http, client_key)
+
+
+def test_the_default_endpoint_limit_is_sixteen() -> None:
+    assert Settings(_env_file=None).webhook_max_endpoints == 16
 
 
 # --- the encryption key ------------------------------------------------------------------------
@@ -943,3 +1003,25 @@ async def test_a_configured_secret_key_is_used_instead_of_a_generated_one(
     async with db.read() as conn:
         names: list[str] = list(await conn.scalars(select(instance_values.c.name)))
     assert "secret_key" not in names
+
+
+async def test_a_rotated_secret_key_re_encrypts_stored_secrets_at_start(
+    database_url: str, db: Database, client_key: str
+) -> None:
+    old_key = "old-secret-key-0123456789abcdef-0123456789"
+    new_key = "new-secret-key-0123456789abcdef-0123456789"
+    async with running(make_settings(database_url, secret_key=old_key)) as (_, http):
+        endpoint = await create_ok(http, client_key)
+        rotated = await http.post(
+            f"{PATH}/{endpoint['id']}/rotate_secret", headers=bearer(client_key)
+        )
+        assert rotated.status_code == 200, rotated.text
+    rotation = make_settings(database_url, secret_key=new_key, secret_key_previous=old_key)
+    async with running(rotation) as (_, http):
+        assert (await get_ok(http, client_key, endpoint["id"]))["id"] == endpoint["id"]
+    # Both stored secrets now open with the new key alone: the old one can be retired.
+    row = await endpoint_row(db, endpoint["id"])
+    assert SecretBox(new_key).decrypt(row.secret_encrypted) == rotated.json()["secret"]
+    assert SecretBox(new_key).decrypt(row.previous_secret_encrypted) == endpoint["secret"]
+    async with running(make_settings(database_url, secret_key=new_key)) as (_, http):
+        assert (await get_ok(http, client_key, endpoint["id"]))["id"] == endpoint["id"]

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,10 +115,20 @@ class _Process:
     """One ``commerce-api serve`` child: started at once, checked by :meth:`wait_ready`."""
 
     def __init__(
-        self, database_url: str, workdir: Path, name: str, args: Sequence[str], port: int
+        self,
+        database_url: str,
+        workdir: Path,
+        name: str,
+        args: Sequence[str],
+        port: int,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
         env.update({"COMMERCE_DATABASE_URL": database_url, "PYTHONUNBUFFERED": "1"})
+        if "--demo" not in args:  # `--demo` opts in by itself (test_serve.py checks it)
+            # The tests' receivers listen on 127.0.0.1 (private receivers are opt-in).
+            env["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
+        env.update(settings or {})
         self.base_url = f"http://{HOST}:{port}"
         self.stderr_path = workdir / f"{name}.stderr.log"
         with self.stderr_path.open("w", encoding="utf-8") as stderr:
@@ -167,6 +177,7 @@ def running_servers(
     *,
     args: Sequence[str] = (),
     expect_key: bool = False,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[list[RunningServer]]:
     """Start ``count`` servers on one database (at once), wait until all answer, stop them all
     when the block ends. ``expect_key``: read the key ``--demo`` prints before serving."""
@@ -175,7 +186,7 @@ def running_servers(
     try:
         for index in range(count):
             name = "serve" if count == 1 else f"serve-{index}"
-            processes.append(_Process(database_url, workdir, name, args, free_port()))
+            processes.append(_Process(database_url, workdir, name, args, free_port(), settings))
         deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
         yield [process.wait_ready(deadline, expect_key=expect_key) for process in processes]
     finally:
@@ -191,8 +202,15 @@ def running_servers(
 
 @contextmanager
 def running_server(
-    database_url: str, workdir: Path, *, args: Sequence[str] = (), expect_key: bool = False
+    database_url: str,
+    workdir: Path,
+    *,
+    args: Sequence[str] = (),
+    expect_key: bool = False,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[RunningServer]:
     """One server; see :func:`running_servers`."""
-    with running_servers(database_url, workdir, 1, args=args, expect_key=expect_key) as servers:
+    with running_servers(
+        database_url, workdir, 1, args=args, expect_key=expect_key, settings=settings
+    ) as servers:
         yield servers[0]

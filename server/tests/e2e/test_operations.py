@@ -44,7 +44,7 @@ from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
 
 pytestmark = pytest.mark.slow
 
-# DESIGN: uvicorn's graceful period (10 s) plus the dispatcher's (5 s) bound the exit.
+# docs/design.md: uvicorn's graceful period (10 s) plus the dispatcher's (5 s) bound the exit.
 EXIT_WITHIN_SECONDS = 15.0
 LOAD_REQUESTS = 200
 LOAD_CONCURRENCY = 20

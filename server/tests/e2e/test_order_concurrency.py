@@ -1,6 +1,6 @@
 """Concurrent orders against real ``commerce-api serve`` processes: stock is never oversold.
 
-DESIGN.md ("Orders"): creating an order reserves inventory atomically; it never goes below
+docs/design.md ("Orders"): creating an order reserves inventory atomically; it never goes below
 zero, even under concurrent requests on several processes; not enough stock → 409. And
 ("Idempotency"): the same key and request replay the stored response; the first one still
 running → 409.

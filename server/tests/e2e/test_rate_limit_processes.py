@@ -1,6 +1,6 @@
 """Rate limits across real ``commerce-api serve`` processes sharing one Redis.
 
-The scaled-out shape of DESIGN.md: several stateless processes on PostgreSQL and Redis. A
+The scaled-out shape of docs/design.md: several stateless processes on PostgreSQL and Redis. A
 client's quota is one quota however its requests are spread over the processes. And
 ``serve --workers N`` without Redis is refused: each worker would count on its own.
 
@@ -44,6 +44,8 @@ def base_env(database_url: str, **settings: str) -> dict[str, str]:
     """The caller's environment without its ``COMMERCE_*`` variables, plus ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
     env.update({"COMMERCE_DATABASE_URL": database_url, "PYTHONUNBUFFERED": "1"})
+    # The tests' receivers listen on 127.0.0.1 (private receivers are opt-in).
+    env["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
     env.update(settings)
     return env
 

@@ -7,6 +7,8 @@ standard error), then serves ``/v1``. These tests read that key and use it over 
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ class Server:
     base_url: str
     key: str
     stdout_lines: list[str]
+    stderr_path: Path
 
 
 @contextmanager
@@ -36,7 +39,7 @@ def demo_server(database_url: str, workdir: Path) -> Iterator[Server]:
     """Run ``commerce-api serve --demo`` on a free loopback port until the block ends."""
     with running_server(database_url, workdir, args=["--demo"], expect_key=True) as server:
         assert server.key is not None
-        yield Server(base_url=server.base_url, key=server.key, stdout_lines=server.stdout_lines)
+        yield Server(server.base_url, server.key, server.stdout_lines, server.stderr_path)
 
 
 def _check_demo_server(server: Server, *, fresh_catalogue: bool) -> None:
@@ -84,6 +87,14 @@ def _check_demo_server(server: Server, *, fresh_catalogue: bool) -> None:
 
         assert http.get("/readyz").status_code == 200
 
+        # `--demo` opts in to receivers on loopback (a demo's receiver runs on the same laptop).
+        hook = http.post(
+            "/v1/webhook_endpoints",
+            json={"url": "http://127.0.0.1:9/hook"},
+            headers=bearer(server.key),
+        )
+        assert hook.status_code == 201, hook.text
+
 
 def test_serve_demo_on_sqlite(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'commerce.db'}"
@@ -99,10 +110,71 @@ def test_serve_demo_on_postgresql(postgresql_database_url: str, tmp_path: Path) 
 
 
 def test_serve_demo_twice_keeps_the_catalogue_and_prints_a_new_key(tmp_path: Path) -> None:
-    """A restart does not load the demo catalogue again, and the new key works."""
+    """A restart does not load the demo catalogue again, the new key works and the old one
+    no longer does; neither appears on stderr."""
     database_url = f"sqlite:///{tmp_path / 'commerce.db'}"
     with demo_server(database_url, tmp_path) as first:
         first_key = first.key
+        first_log = first.stderr_path.read_text(encoding="utf-8")
     with demo_server(database_url, tmp_path) as second:
         assert second.key != first_key
         _check_demo_server(second, fresh_catalogue=True)
+        with httpx.Client(base_url=second.base_url, timeout=10.0) as http:
+            old = http.get("/v1/products", headers=bearer(first_key))
+        assert old.status_code == 401, "the previous start's demo key is revoked"
+        second_log = second.stderr_path.read_text(encoding="utf-8")
+    # The key is printed on stdout only; stderr is the log stream and never carries a key.
+    assert first_key not in first_log
+    assert second.key not in second_log
+    assert "sk_sandbox_" not in first_log + second_log
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes ``sock`` within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if sock.recv(1024) == b"":
+                return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+    return False
+
+
+def test_slow_and_idle_clients_are_closed_while_others_are_served(tmp_path: Path) -> None:
+    """A client that never sends its head, or trickles it, is closed after the header timeout;
+    one that stalls its body after the body timeout; meanwhile other clients are answered."""
+    database_url = f"sqlite:///{tmp_path / 'commerce.db'}"
+    settings = {
+        "COMMERCE_HTTP_HEADER_TIMEOUT_SECONDS": "1",
+        "COMMERCE_HTTP_BODY_TIMEOUT_SECONDS": "1",
+    }
+    with running_server(
+        database_url, tmp_path, args=["--demo"], expect_key=True, settings=settings
+    ) as server:
+        host, port = server.base_url.removeprefix("http://").split(":")
+        idle = socket.create_connection((host, int(port)))
+        trickling = socket.create_connection((host, int(port)))
+        stalled = socket.create_connection((host, int(port)))
+        try:
+            trickling.sendall(b"GET /healthz HTTP/1.1\r\n")
+            stalled.sendall(
+                b"POST /v1/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Authorization: Bearer {server.key}\r\n".encode()
+                + b"Content-Length: 100\r\n\r\n{"
+            )
+            time.sleep(0.3)
+            trickling.sendall(b"Host: x\r\n")
+            # The others wait; a well-behaved client is served at once.
+            with httpx.Client(base_url=server.base_url, timeout=5.0) as http:
+                assert http.get("/healthz").status_code == 200
+            for sock in (idle, trickling, stalled):
+                assert _closed_within(sock, 3.0), "a slow client was not closed"
+            with httpx.Client(base_url=server.base_url, timeout=5.0) as http:
+                assert http.get("/healthz").status_code == 200
+        finally:
+            for sock in (idle, trickling, stalled):
+                sock.close()

@@ -1,4 +1,4 @@
-"""Webhook delivery by real processes, in both runtime shapes of DESIGN.md.
+"""Webhook delivery by real processes, in both runtime shapes of docs/design.md.
 
 * Embedded default: one ``commerce-api serve`` (the dispatcher runs inside it) on SQLite. An
   endpoint registered over HTTP gets a verified ``order.created`` within seconds of an order
@@ -54,6 +54,7 @@ QUIET_SECONDS = 2.0
 WORKER_STOP_SECONDS = 10.0
 SECRET_KEY = "e2e-webhook-secret-key-0123456789abcdef"
 FAST_DISPATCH = {
+    "COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS": "true",  # the receivers listen on 127.0.0.1
     "COMMERCE_WEBHOOK_POLL_SECONDS": "0.1",
     "COMMERCE_WEBHOOK_RETRY_SCHEDULE": "1,1,1",
     "COMMERCE_WEBHOOK_TIMEOUT_SECONDS": "5",

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
+from commerce_api.cli import METRICS_DIRECTORY_PREFIX, remove_stale_metrics_directories
 from commerce_api.db import Database
 from commerce_api.tables import accounts, api_keys, products
 from tests.helpers import head_revision
@@ -54,9 +56,10 @@ class Cli:
     workdir: Path
     pycache: Path
 
-    async def run(self, *args: str) -> Result:
+    async def run(self, *args: str, settings: dict[str, str] | None = None) -> Result:
         env = {key: value for key, value in os.environ.items() if not key.startswith("COMMERCE_")}
         env["COMMERCE_DATABASE_URL"] = self.database_url
+        env.update(settings or {})
         # Compile the imports once for all the processes of the session, outside the venv.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
@@ -266,3 +269,44 @@ async def test_usage_errors_and_help(sqlite_cli: Cli) -> None:
     assert no_account.stdout == ""
     # None of these needed (or created) the database.
     assert not (sqlite_cli.workdir / "cli.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "args", "says"),
+    [
+        ({"COMMERCE_CURRENCY": "usd"}, (), "invalid settings: COMMERCE_CURRENCY: "),
+        ({"COMMERCE_RATE_LIMIT_PRODUCTION": "many"}, (), "COMMERCE_RATE_LIMIT_PRODUCTION: "),
+        ({"COMMERCE_ENVIRONMENT": "production"}, (), "set COMMERCE_SECRET_KEY"),
+        (
+            {"COMMERCE_ENVIRONMENT": "production", "COMMERCE_SECRET_KEY": "k" * 40},
+            ("--demo",),
+            "--demo is for the sandbox",
+        ),
+    ],
+)
+async def test_a_configuration_serve_cannot_start_with_is_one_line_and_exit_code_2(
+    sqlite_cli: Cli, settings: dict[str, str], args: tuple[str, ...], says: str
+) -> None:
+    result = await sqlite_cli.run("serve", "--port", "0", *args, settings=settings)
+    assert result.returncode == 2, result
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_metrics_directories_of_dead_serve_processes_are_removed(tmp_path: Path) -> None:
+    """A SIGKILLed `serve --workers N` cannot remove its metrics directory; the next start
+    removes it (the name carries the process id). A running process's directory stays."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{METRICS_DIRECTORY_PREFIX}{dead.pid}-abc"
+    live = tmp_path / f"{METRICS_DIRECTORY_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "unrelated-dir"
+    for path in (stale, live, other):
+        path.mkdir()
+        (path / "counter_1.db").write_bytes(b"x")
+    assert remove_stale_metrics_directories(str(tmp_path)) == [str(stale)]
+    assert not stale.exists()
+    assert live.exists()
+    assert other.exists()

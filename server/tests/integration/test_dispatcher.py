@@ -1,6 +1,6 @@
 """The webhook dispatcher against real HTTP receivers, on both backends.
 
-DESIGN.md ("Webhooks"): deliveries follow Standard Webhooks (``webhook-id``,
+docs/design.md ("Webhooks"): deliveries follow Standard Webhooks (``webhook-id``,
 ``webhook-timestamp``, ``webhook-signature``; any Standard Webhooks library verifies them);
 the envelope is ``{id, type, created_at, data}``; any 2xx succeeds, anything else is retried on
 the schedule with the same ``webhook-id``; redirects are not followed; ``410 Gone`` disables
@@ -111,9 +111,11 @@ class World:
     async def endpoint(self, url: str, events: list[str] | None = None) -> tuple[str, str]:
         """A new endpoint through the service: (id, secret)."""
         data = WebhookEndpointCreate.model_validate({"url": url, "events": events or []})
+        settings = self.settings()
+        checked = await webhooks.check_receiver_url(data.url, settings)
         async with self.db.write() as conn:
             created = await webhooks.create_endpoint(
-                conn, self.principal, data, self.settings(), self.box
+                conn, self.principal, data, checked, settings, self.box
             )
         self.secrets.setdefault(url, []).append(created["secret"])
         return created["id"], created["secret"]
@@ -568,9 +570,7 @@ async def test_a_pending_delivery_to_a_disabled_or_deleted_endpoint_is_closed_un
     async with world.db.write() as conn:
         if how == "disabled":
             change = WebhookEndpointUpdate.model_validate({"enabled": False})
-            await webhooks.update_endpoint(
-                conn, world.principal, endpoint_id, change, world.settings()
-            )
+            await webhooks.update_endpoint(conn, world.principal, endpoint_id, change, None)
         else:
             await webhooks.delete_endpoint(conn, world.principal, endpoint_id)
 

@@ -1,6 +1,6 @@
 """Several dispatchers on one database never deliver one event to one endpoint twice.
 
-DESIGN.md ("Runtime shapes"): dispatchers coordinate only through the database
+docs/design.md ("Runtime shapes"): dispatchers coordinate only through the database
 (``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite serialises writers), so any number
 may run side by side. Here four :class:`Dispatcher` instances, each with its own
 :class:`Database` (its own engine and connections, as separate processes would have), run
@@ -154,14 +154,10 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
     secrets: dict[str, str] = {}
     endpoint_paths: dict[str, str] = {}
     for path in PATHS:
+        data = WebhookEndpointCreate.model_validate({"url": receiver.url(path)})
+        checked = await webhooks.check_receiver_url(data.url, settings)
         async with db.write() as conn:
-            created = await webhooks.create_endpoint(
-                conn,
-                principal,
-                WebhookEndpointCreate.model_validate({"url": receiver.url(path)}),
-                settings,
-                box,
-            )
+            created = await webhooks.create_endpoint(conn, principal, data, checked, settings, box)
         secrets[path] = created["secret"]
         endpoint_paths[created["id"]] = path
     await _place_orders(db, principal, product_id, EVENTS // 2)

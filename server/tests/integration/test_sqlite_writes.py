@@ -62,6 +62,17 @@ async def test_journal_mode_is_wal(sqlite_db: Database) -> None:
         assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
         assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
         assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar() == 30_000
+        assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 2  # FULL
+
+
+async def test_the_wal_is_bounded(sqlite_db: Database) -> None:
+    """Checkpointed automatically, and truncated after a checkpoint: a burst of writes does not
+    keep its disk space (a full disk can recover once it is checkpointed)."""
+    async with sqlite_db.read() as conn:
+        limit = (await conn.exec_driver_sql("PRAGMA journal_size_limit")).scalar()
+        pages = (await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")).scalar()
+    assert limit == 64 * 1024 * 1024
+    assert pages == 1000
 
 
 async def test_concurrent_read_modify_write_transactions_serialise(sqlite_db: Database) -> None:

@@ -33,7 +33,7 @@ def test_defaults_follow_the_contract_table() -> None:
     assert settings.rate_limit_window_seconds == 3600
     assert settings.webhook_retry_schedule == (5, 300, 1800, 7200, 18000, 36000, 36000)
     assert DEFAULT_RETRY_SCHEDULE == (5, 300, 1800, 7200, 18000, 36000, 36000)
-    assert settings.allow_private_webhook_urls is True
+    assert settings.allow_private_webhook_urls is False
     assert settings.webhook_timeout_seconds == 10
     assert settings.currency == "USD"
 
@@ -122,8 +122,10 @@ def test_invalid_values_are_rejected(
         load()
 
 
-def test_private_webhook_urls_allowed_by_default_in_sandbox() -> None:
-    assert Settings(_env_file=None, environment="sandbox").allow_private_webhook_urls is True
+def test_private_webhook_urls_are_refused_by_default_in_the_sandbox_too() -> None:
+    """Opt-in only: a sandbox offered to outside integrators must not reach the operator's
+    network (it would be a port scanner with an oracle)."""
+    assert Settings(_env_file=None, environment="sandbox").allow_private_webhook_urls is False
 
 
 def test_private_webhook_urls_refused_by_default_in_production(

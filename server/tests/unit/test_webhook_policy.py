@@ -5,12 +5,14 @@ of secrets at rest (``crypto.SecretBox``)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
+from cryptography.fernet import Fernet, InvalidToken
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
@@ -277,3 +279,38 @@ def test_decrypting_with_another_key_raises_secret_key_missing() -> None:
 def test_decrypting_garbage_raises_secret_key_missing() -> None:
     with pytest.raises(SecretKeyMissing):
         SecretBox(KEY).decrypt("not-a-fernet-token")
+
+
+def _legacy_token(key: str, plaintext: str) -> str:
+    """A token as releases before HKDF made it: Fernet under the SHA-256 of the setting."""
+    digest = hashlib.sha256(key.encode()).digest()
+    return Fernet(base64.urlsafe_b64encode(digest)).encrypt(plaintext.encode()).decode()
+
+
+def test_the_key_is_derived_with_hkdf_not_a_bare_hash() -> None:
+    token = SecretBox(KEY).encrypt("s")
+    digest = hashlib.sha256(KEY.encode()).digest()
+    with pytest.raises(InvalidToken):
+        Fernet(base64.urlsafe_b64encode(digest)).decrypt(token.encode())
+
+
+def test_tokens_from_before_hkdf_are_read_and_rewritten() -> None:
+    box = SecretBox(KEY)
+    legacy = _legacy_token(KEY, "whsec_old")
+    assert box.decrypt(legacy) == "whsec_old"
+    assert not box.is_current(legacy)
+    rewritten = box.reencrypt(legacy)
+    assert box.is_current(rewritten)
+    assert box.decrypt(rewritten) == "whsec_old"
+
+
+def test_after_a_rotation_the_previous_key_still_decrypts_and_tokens_move_to_the_new() -> None:
+    old = SecretBox(OTHER_KEY).encrypt("whsec_x")
+    rotated = SecretBox(KEY, previous=OTHER_KEY)
+    assert rotated.decrypt(old) == "whsec_x"
+    moved = rotated.reencrypt(old)
+    assert SecretBox(KEY).decrypt(moved) == "whsec_x"  # the previous key is no longer needed
+    with pytest.raises(SecretKeyMissing):
+        SecretBox(OTHER_KEY).decrypt(moved)
+    with pytest.raises(SecretKeyMissing, match="COMMERCE_SECRET_KEY_PREVIOUS"):
+        SecretBox(KEY).reencrypt(SecretBox("z" * 32).encrypt("whsec_y"))

@@ -85,6 +85,18 @@ async def revoke_key(conn: AsyncConnection, key_id: str, revoked_at: datetime) -
     return True
 
 
+async def revoke_account_keys(conn: AsyncConnection, account_id: str, revoked_at: datetime) -> int:
+    """Revoke every live key of an account; the number revoked."""
+    result = await conn.execute(
+        update(api_keys)
+        .where(api_keys.c.account_id == account_id, api_keys.c.revoked_at.is_(None))
+        .values(revoked_at=revoked_at)
+    )
+    if result.rowcount:
+        await changes.bump(conn, changes.AUTH)  # every process drops its cached keys
+    return int(result.rowcount or 0)
+
+
 async def find_key_by_hash(
     conn: AsyncConnection, key_hash: str
 ) -> Row[tuple[str, str | None, str, str, datetime | None, str | None]] | None:

@@ -1,4 +1,4 @@
-"""Product schemas: the wire shapes of the spec (part 2) and the admin request bodies."""
+"""Product schemas: the wire shapes of docs/specification.md (part 2), the admin request bodies."""
 
 from __future__ import annotations
 

@@ -66,6 +66,10 @@ RATE_LIMIT_STORE_ERRORS = Counter(
     "commerce_rate_limit_store_errors",
     "Requests counted in this process because the shared rate-limit store (Redis) failed.",
 )
+STORAGE_FULL_ERRORS = Counter(
+    "commerce_storage_full_errors",
+    "Requests answered 503 because the database's disk (or PostgreSQL's) was full.",
+)
 WEBHOOK_DELIVERIES = Counter(
     "commerce_webhook_delivery_attempts",
     "Webhook delivery attempts by outcome: succeeded, retry (scheduled again) or failed (final).",

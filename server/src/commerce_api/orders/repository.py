@@ -132,3 +132,16 @@ async def change_status(
         .returning(orders.c.id)
     )
     return result.first() is not None
+
+
+async def pending_created_before(
+    conn: AsyncConnection, cutoff: datetime, limit: int
+) -> list[Row[Any]]:
+    """Pending orders older than ``cutoff``, oldest first."""
+    query = (
+        select(orders)
+        .where(orders.c.status == "pending", orders.c.created_at < cutoff)
+        .order_by(orders.c.created_at, orders.c.id)
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).all())

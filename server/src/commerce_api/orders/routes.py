@@ -35,6 +35,7 @@ async def create_order(
 
     Send an `Idempotency-Key` to retry safely: the same key and request replay the first
     response (with `Idempotent-Replayed: true`)."""
+    service.check_units(body, services.settings)
     writer = services.sqlite_writer
     if writer is not None:  # SQLite: one job of a group commit, its key handled inside
         outcome = await writer.run(

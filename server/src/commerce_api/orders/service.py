@@ -4,11 +4,13 @@ change and its event commit together or not at all."""
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
+from commerce_api.db import Database
 from commerce_api.errors import APIError, forbidden, invalid_request, not_found
 from commerce_api.events.service import record_event
 from commerce_api.ids import looks_like, new_id
@@ -25,7 +27,7 @@ from commerce_api.orders.domain import (
 )
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.pagination import page
-from commerce_api.settings import Environment
+from commerce_api.settings import Environment, Settings
 from commerce_api.timestamps import format_timestamp, utcnow
 
 ADDRESS_FIELDS = ("street", "line2", "city", "state", "postal_code", "country")
@@ -100,6 +102,24 @@ def line_positions(principal: Principal, data: OrderCreate) -> dict[str, int]:
             f"items[{duplicate}].product_id",
         )
     return {product_id: positions[product_id] for product_id in sorted(positions)}
+
+
+def check_units(data: OrderCreate, settings: Settings) -> None:
+    """Refuse an order over the operator's unit limits (``COMMERCE_ORDER_MAX_UNITS_PER_LINE``,
+    ``COMMERCE_ORDER_MAX_UNITS``): one client must not reserve a product's whole stock."""
+    per_line = settings.order_max_units_per_line
+    for index, item in enumerate(data.items):
+        if item.quantity > per_line:
+            raise invalid_request(
+                f"A line may order at most {per_line} units.", f"items[{index}].quantity"
+            )
+    total = sum(item.quantity for item in data.items)
+    if total > settings.order_max_units:
+        raise invalid_request(
+            f"An order may hold at most {settings.order_max_units} units in all; "
+            f"this one has {total}.",
+            "items",
+        )
 
 
 def cannot_reserve(index: int, product_id: str, quantity: int, available: int | None) -> APIError:
@@ -260,3 +280,32 @@ async def fulfill_order(
     if principal is not None and not principal.is_admin and environment != "sandbox":
         raise forbidden("Fulfilling an order needs an admin key.")
     return await _transition(conn, order, OrderAction.FULFILL)
+
+
+EXPIRY_BATCH = 100
+
+
+async def expire_pending_orders(db: Database, ttl_seconds: int) -> int:
+    """Cancel the pending orders older than ``ttl_seconds`` (0: never), giving their stock back
+    with an ``order.canceled`` event each, as a client's cancel would; the number canceled.
+
+    Each order is canceled in its own transaction, by the same conditional status change as a
+    cancel request: several processes may sweep at once, and a client that fulfils or cancels
+    an order meanwhile wins (that order is skipped).
+    """
+    if ttl_seconds <= 0:
+        return 0
+    cutoff = utcnow() - timedelta(seconds=ttl_seconds)
+    canceled = 0
+    while True:
+        async with db.read() as conn:
+            expired = await repository.pending_created_before(conn, cutoff, EXPIRY_BATCH)
+        for order in expired:
+            try:
+                async with db.write() as conn:
+                    await _transition(conn, order, OrderAction.CANCEL)
+            except APIError:  # changed meanwhile by a client or another process
+                continue
+            canceled += 1
+        if len(expired) < EXPIRY_BATCH:
+            return canceled

@@ -101,6 +101,25 @@ async def disable_endpoint(conn: AsyncConnection, endpoint_id: str, reason: str)
     )
 
 
+async def stored_secrets(conn: AsyncConnection) -> list[Row[Any]]:
+    """Every endpoint's encrypted secrets (deleted endpoints' included)."""
+    query = select(
+        endpoints.c.id, endpoints.c.secret_encrypted, endpoints.c.previous_secret_encrypted
+    )
+    return list((await conn.execute(query)).all())
+
+
+async def replace_secret(
+    conn: AsyncConnection, endpoint_id: str, column: str, old: str, new: str
+) -> None:
+    """Write ``new`` in ``column`` only if it still holds ``old`` (a rotation since wins)."""
+    await conn.execute(
+        update(endpoints)
+        .where(endpoints.c.id == endpoint_id, endpoints.c[column] == old)
+        .values({column: new})
+    )
+
+
 async def endpoint_by_id(conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
     return (await conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id))).first()
 
@@ -136,6 +155,20 @@ def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, An
 
 
 # --- deliveries --------------------------------------------------------------------------------
+
+
+async def has_queued_redelivery(conn: AsyncConnection, event_id: str, now: datetime) -> bool:
+    """Whether a redelivery of the event still waits for its first attempt: a delivery that was
+    reset (``enqueue`` moves ``updated_at`` past ``created_at``), is pending, has no attempt since,
+    and no dispatcher is attempting it right now."""
+    query = select(deliveries.c.event_id).where(
+        deliveries.c.event_id == event_id,
+        deliveries.c.status == "pending",
+        deliveries.c.attempts == 0,
+        deliveries.c.updated_at > deliveries.c.created_at,
+        or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < now),
+    )
+    return (await conn.execute(query.limit(1))).first() is not None
 
 
 async def enqueue(

@@ -43,10 +43,12 @@ async def create_webhook_endpoint(
     principal: CurrentPrincipal,
 ) -> Response:
     """Register a receiver URL for your account's events. The response carries the signing
-    secret (`whsec_…`) — the only time it is shown. Deliveries follow Standard Webhooks."""
+    secret (`whsec_…`) — the only time it is shown. Deliveries follow Standard Webhooks.
+    An account has at most 16 endpoints (`COMMERCE_WEBHOOK_MAX_ENDPOINTS`)."""
+    url = await service.check_receiver_url(body.url, services.settings)
     async with services.db.write() as conn:
         endpoint = await service.create_endpoint(
-            conn, principal, body, services.settings, services.secret_box
+            conn, principal, body, url, services.settings, services.secret_box
         )
         response = json_response(
             endpoint, 201, {"Location": f"/v1/webhook_endpoints/{endpoint['id']}"}
@@ -98,8 +100,11 @@ async def update_webhook_endpoint(
     id: str, body: WebhookEndpointUpdate, services: ServicesDep, principal: CurrentPrincipal
 ) -> Response:
     """Change the URL, the event types, the description, or re-enable a disabled endpoint."""
+    url = None
+    if body.url is not None:
+        url = await service.check_receiver_url(body.url, services.settings)
     async with services.db.write() as conn:
-        endpoint = await service.update_endpoint(conn, principal, id, body, services.settings)
+        endpoint = await service.update_endpoint(conn, principal, id, body, url)
     return json_response(endpoint)
 
 
@@ -180,7 +185,8 @@ async def redeliver_event(
     id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> Response:
     """Send the event again, now, to every enabled endpoint that wants it (a fresh retry
-    schedule, the same `webhook-id`)."""
+    schedule, the same `webhook-id`). Refused with 429 while an earlier redelivery of the event
+    is still queued."""
     async with services.db.write() as conn:
         event = await service.redeliver_event(conn, principal, id)
         response = json_response(event)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import timedelta
-from typing import Any
+from typing import Any, NewType
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
-from commerce_api.crypto import SecretBox
+from commerce_api.crypto import SecretBox, load_secret_box
+from commerce_api.db import Database
 from commerce_api.errors import APIError, forbidden, invalid_request, not_found
 from commerce_api.ids import looks_like, new_id
 from commerce_api.pagination import page
@@ -23,6 +24,30 @@ from commerce_api.webhooks.url_policy import UnsafeURL, resolve
 # After a rotation the old secret keeps signing (beside the new one) this long.
 ROTATION_OVERLAP = timedelta(hours=24)
 EVENT_RETENTION = timedelta(days=30)
+
+
+async def open_secret_box(settings: Settings, db: Database) -> SecretBox:
+    """The box of this process's secret key, with every stored endpoint secret re-encrypted
+    under it first (after a key rotation, or from before HKDF): see ``crypto``'s docstring."""
+    box = await load_secret_box(settings, db)
+    async with db.read() as conn:
+        rows = await repository.stored_secrets(conn)
+    stale = [
+        (row.id, column, token)
+        for row in rows
+        for column, token in (
+            ("secret_encrypted", row.secret_encrypted),
+            ("previous_secret_encrypted", row.previous_secret_encrypted),
+        )
+        if token is not None and not box.is_current(token)
+    ]
+    if stale:
+        async with db.write() as conn:
+            for endpoint_id, column, token in stale:
+                await repository.replace_secret(
+                    conn, endpoint_id, column, token, box.reencrypt(token)
+                )
+    return box
 
 
 def _ts(value: Any) -> str | None:
@@ -48,12 +73,18 @@ def _account(principal: Principal) -> str:
     return principal.account_id
 
 
-async def _checked_url(url: str, settings: Settings) -> str:
+# A receiver URL that passed the URL policy, host name resolved included. Checking resolves
+# names (network I/O), so callers check *before* they open a transaction and hand the result in:
+# a slow resolver must never hold the database's write lock (or a pooled connection).
+CheckedURL = NewType("CheckedURL", str)
+
+
+async def check_receiver_url(url: str, settings: Settings) -> CheckedURL:
     try:
         await resolve(url, allow_private=settings.allow_private_webhook_urls)
     except UnsafeURL as exc:
         raise invalid_request(f"The receiver URL {exc}.", "url") from None
-    return url
+    return CheckedURL(url)
 
 
 def _endpoint_not_found(endpoint_id: str) -> APIError:
@@ -75,11 +106,24 @@ async def create_endpoint(
     conn: AsyncConnection,
     principal: Principal,
     data: WebhookEndpointCreate,
+    url: CheckedURL,
     settings: Settings,
     box: SecretBox,
 ) -> dict[str, Any]:
+    """Register an endpoint at ``url`` (``data.url``, checked by :func:`check_receiver_url`).
+
+    An account has at most ``COMMERCE_WEBHOOK_MAX_ENDPOINTS`` live endpoints: every order fans
+    out to each of them inside its transaction, so an unbounded number would let one tenant
+    slow every tenant's orders and deliveries.
+    """
     account_id = _account(principal)
-    url = await _checked_url(data.url, settings)
+    limit = settings.webhook_max_endpoints
+    if await repository.count_endpoints(conn, account_id) >= limit:
+        raise invalid_request(
+            f"An account can have at most {limit} webhook endpoints; delete one you no longer "
+            "use, or subscribe an existing endpoint to more event types.",
+            "url",
+        )
     secret = new_secret()
     now = utcnow()
     endpoint_id = new_id("we")
@@ -123,14 +167,17 @@ async def update_endpoint(
     principal: Principal,
     endpoint_id: str,
     data: WebhookEndpointUpdate,
-    settings: Settings,
+    url: CheckedURL | None,
 ) -> dict[str, Any]:
+    """Apply ``data``; ``url`` is ``data.url`` checked by :func:`check_receiver_url`, when set."""
     account_id = _account(principal)
     await _get(conn, account_id, endpoint_id)
     changes = data.model_dump(exclude_unset=True)
     values: dict[str, Any] = {"updated_at": utcnow()}
     if "url" in changes:
-        values["url"] = await _checked_url(changes["url"], settings)
+        if url != changes["url"]:
+            raise TypeError("update_endpoint: pass data.url checked by check_receiver_url")
+        values["url"] = url
     if "events" in changes:
         values["event_types"] = sorted(set(changes["events"]))
     if "description" in changes:
@@ -247,8 +294,22 @@ async def _with_deliveries(conn: AsyncConnection, event: Any) -> dict[str, Any]:
 async def redeliver_event(
     conn: AsyncConnection, principal: Principal, event_id: str
 ) -> dict[str, Any]:
-    """Send the event again, now, to every enabled endpoint of its account that wants it."""
+    """Send the event again, now, to every enabled endpoint of its account that wants it.
+
+    Refused (429) while an earlier redelivery of the event still waits for its first attempt:
+    a redelivery re-fans the event, so repeating it faster than the dispatcher sends would only
+    grow the outbox.
+    """
     event = await _load_event(conn, principal, event_id)
+    if await repository.has_queued_redelivery(conn, event.id, utcnow()):
+        raise APIError(
+            429,
+            "rate_limited",
+            "A redelivery of this event is still queued; redeliver it again once that attempt "
+            "has been made (see the event's deliveries).",
+            "id",
+            {"Retry-After": "5"},
+        )
     endpoint_ids = await repository.subscribed_endpoints(conn, event.account_id, event.type)
     await repository.enqueue(conn, event.id, endpoint_ids, utcnow())
     return await _with_deliveries(conn, event)

@@ -1,6 +1,7 @@
 """Which receiver URLs the service may call.
 
-In production (``COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS=false``) a receiver must be ``https`` and
+Unless the operator opts in (``COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS=true``, which ``serve --demo``
+sets), in every environment, a receiver must be ``https`` and
 every address its host stands for must be public: no loopback, private, link-local, shared,
 multicast, reserved or unspecified address, in any spelling (``0x7f000001``, ``2130706433``,
 ``127.1``, ``[::ffff:127.0.0.1]``). IP literals are judged at registration; host names are
@@ -85,6 +86,7 @@ def check_url(url: str, *, allow_private: bool) -> str:
         raise UnsafeURL("must use https")
     literal = _literal_address(parts.hostname)
     if literal is not None and not is_public(literal):
+        # The address the caller's own spelling stands for (not a DNS answer): safe to name.
         raise UnsafeURL(f"must not point to a non-public address ({literal})")
     return url
 
@@ -109,7 +111,7 @@ async def resolve(url: str, *, allow_private: bool) -> Target:
     addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
     if not addresses:
         raise UnsafeURL(f"host {host!r} does not resolve")
-    private = [str(address) for address in addresses if not is_public(address)]
-    if private:
-        raise UnsafeURL(f"host {host!r} resolves to a non-public address ({private[0]})")
+    if not all(is_public(address) for address in addresses):
+        # Which address is not said: the answer would map the operator's network for a caller.
+        raise UnsafeURL(f"host {host!r} resolves to a non-public address")
     return Target(url, host, str(addresses[0]))
