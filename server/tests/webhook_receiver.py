@@ -166,9 +166,9 @@ class _Server(ThreadingHTTPServer):
 class Receiver:
     """A running receiver; see the module docstring. Use :func:`running_receiver`."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._state = _State()
-        self._server = _Server((HOST, 0), _handler_class(self._state))
+        self._server = _Server((HOST, port), _handler_class(self._state))
         port = self._server.server_address[1]
         self.base_url = f"http://{HOST}:{port}"
         self.port: int = int(port)
@@ -216,8 +216,9 @@ class Receiver:
 
 
 @contextlib.contextmanager
-def running_receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
+def running_receiver(port: int = 0) -> Iterator[Receiver]:
+    """A receiver on a free port, or on ``port`` (e.g. one coming back after an outage)."""
+    receiver = Receiver(port)
     try:
         yield receiver
     finally:

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     webhook_allow_private_urls: bool = False
     webhook_timeout_seconds: float = Field(default=10.0, gt=0)
     webhook_poll_seconds: float = Field(default=0.5, gt=0)
+    # An endpoint whose attempts have all failed for this long (no success in between) is
+    # disabled: 3 days, as Stripe. A burst of failures never disables one.
+    webhook_disable_after_seconds: int = Field(default=259_200, ge=1)
     # Live endpoints per account (Stripe's default too): each order fans out to every one.
     webhook_max_endpoints: int = Field(default=16, ge=1)
     # Encrypts webhook signing secrets at rest. Required in production; a sandbox without it

@@ -218,7 +218,8 @@ webhook_endpoints = Table(
     Column("event_types", JSON, nullable=False),  # [] means every type
     Column("enabled", Boolean, nullable=False),
     Column("disabled_reason", String(200), nullable=True),
-    Column("consecutive_failures", Integer, nullable=False),
+    # The first failed attempt since the last success (None: healthy). See dispatcher.py.
+    Column("failing_since", UTCDateTime, nullable=True),
     # Signing secrets, encrypted (see crypto.py). The previous one signs too until it expires.
     Column("secret_encrypted", Text, nullable=False),
     Column("previous_secret_encrypted", Text, nullable=True),

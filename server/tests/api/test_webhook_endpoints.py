@@ -24,6 +24,7 @@ from commerce_api.crypto import SecretBox, SecretKeyMissing
 from commerce_api.db import Database
 from commerce_api.settings import Settings
 from commerce_api.tables import instance_values, metadata, webhook_endpoints
+from commerce_api.timestamps import format_timestamp, utcnow
 from tests.api.test_error_contract import assert_error
 from tests.conftest import KeyFactory, make_settings
 from tests.helpers import bearer
@@ -480,16 +481,17 @@ async def test_patching_enabled_false_disables_without_a_reason(
     assert (await get_ok(client, client_key, endpoint["id"]))["enabled"] is False
 
 
-async def test_re_enabling_clears_the_disabled_reason_and_the_failure_count(
+async def test_re_enabling_clears_the_disabled_reason_and_the_failing_spell(
     db: Database, client: httpx.AsyncClient, client_key: str
 ) -> None:
     endpoint = await create_ok(client, client_key)
-    reason = "10 consecutive failed deliveries."
+    since = utcnow() - timedelta(days=4)
+    reason = f"Every delivery attempt has failed since {format_timestamp(since)}."
     async with db.write() as conn:
         await conn.execute(
             update(webhook_endpoints)
             .where(webhook_endpoints.c.id == endpoint["id"])
-            .values(enabled=False, disabled_reason=reason, consecutive_failures=10)
+            .values(enabled=False, disabled_reason=reason, failing_since=since)
         )
     shown = await get_ok(client, client_key, endpoint["id"])
     assert (shown["enabled"], shown["disabled_reason"]) == (False, reason)
@@ -497,8 +499,7 @@ async def test_re_enabling_clears_the_disabled_reason_and_the_failure_count(
     assert enabled["enabled"] is True
     assert enabled["disabled_reason"] is None
     row = await endpoint_row(db, endpoint["id"])
-    assert row.consecutive_failures == 0
-    assert row.disabled_reason is None
+    assert (row.failing_since, row.disabled_reason) == (None, None)
 
 
 async def test_patching_other_fields_keeps_a_disabled_reason(
@@ -510,11 +511,11 @@ async def test_patching_other_fields_keeps_a_disabled_reason(
         await conn.execute(
             update(webhook_endpoints)
             .where(webhook_endpoints.c.id == endpoint["id"])
-            .values(enabled=False, disabled_reason=reason, consecutive_failures=1)
+            .values(enabled=False, disabled_reason=reason, failing_since=utcnow())
         )
     updated = await patch_ok(client, client_key, endpoint["id"], {"description": "note"})
     assert (updated["enabled"], updated["disabled_reason"]) == (False, reason)
-    assert (await endpoint_row(db, endpoint["id"])).consecutive_failures == 1
+    assert (await endpoint_row(db, endpoint["id"])).failing_since is not None
 
 
 async def test_patching_several_fields_at_once(client: httpx.AsyncClient, client_key: str) -> None:
@@ -897,23 +898,23 @@ async def test_receiver_names_are_resolved_before_the_write_transaction_opens(
     production: Instance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slow resolver must never hold the database's write lock (SQLite's ``BEGIN IMMEDIATE``)
-    or a pooled connection: every lookup happens while no write transaction is open."""
-    open_writes = 0
+    or a pooled connection: no lookup happens while its request holds a write transaction.
+    (Tracked per task: the app's housekeeping may write in its own task meanwhile.)"""
+    writing: set[asyncio.Task[Any] | None] = set()
     lookups_during_a_write: list[str] = []
     original_write = Database.write
 
     @contextlib.asynccontextmanager
     async def tracked_write(self: Database) -> AsyncIterator[Any]:
-        nonlocal open_writes
         async with original_write(self) as conn:
-            open_writes += 1
+            writing.add(asyncio.current_task())
             try:
                 yield conn
             finally:
-                open_writes -= 1
+                writing.discard(asyncio.current_task())
 
     async def getaddrinfo(host: str, port: object, *args: object, **kwargs: object) -> Any:
-        if open_writes:
+        if asyncio.current_task() in writing:
             lookups_during_a_write.append(host)
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]
 

@@ -4,8 +4,10 @@ docs/design.md ("Webhooks"): deliveries follow Standard Webhooks (``webhook-id``
 ``webhook-timestamp``, ``webhook-signature``; any Standard Webhooks library verifies them);
 the envelope is ``{id, type, created_at, data}``; any 2xx succeeds, anything else is retried on
 the schedule with the same ``webhook-id``; redirects are not followed; ``410 Gone`` disables
-the endpoint, so do 10 consecutive failures; a delivery claimed by a dispatcher that dies
-becomes due again when its claim expires; at delivery the receiver URL is checked again
+the endpoint, and so does failure sustained for ``COMMERCE_WEBHOOK_DISABLE_AFTER_SECONDS``
+(never a burst); a disabled endpoint's deliveries wait and resume when it is re-enabled; a
+delivery claimed by a dispatcher that dies becomes due again when its claim expires; at
+delivery the receiver URL is checked again
 against the private-address policy.
 
 Dispatchers are driven directly (``run_once`` for a single pass, ``run`` in a task where the
@@ -43,7 +45,7 @@ from commerce_api.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.timestamps import format_timestamp, utcnow
 from commerce_api.webhooks import repository
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import MAX_CONSECUTIVE_FAILURES, Dispatcher
+from commerce_api.webhooks.dispatcher import Dispatcher
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests.conftest import make_settings
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
@@ -341,11 +343,11 @@ async def test_a_500_is_retried_with_the_same_id_until_the_schedule_runs_out(
     delivery = await world.delivery(event_id, endpoint_id)
     assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("failed", 4, None)
     endpoint = await world.endpoint_row(endpoint_id)
-    assert endpoint.consecutive_failures == 4
-    assert endpoint.enabled is True  # 4 < 10 failures
+    assert endpoint.failing_since is not None
+    assert endpoint.enabled is True  # failing for seconds, not days
 
 
-async def test_retries_wait_for_the_schedule_and_a_success_resets_the_failure_count(
+async def test_retries_wait_for_the_schedule_and_a_success_ends_the_failing_spell(
     world: World, receiver: Receiver
 ) -> None:
     receiver.reply("/hook", Reply(500), Reply(503), Reply(200))
@@ -362,7 +364,7 @@ async def test_retries_wait_for_the_schedule_and_a_success_resets_the_failure_co
         assert timedelta(seconds=0.9) <= wait <= timedelta(seconds=3), wait
         assert await dispatcher.run_once() == 0  # not due yet
         assert len(receiver.requests()) == expected_attempts
-        assert (await world.endpoint_row(endpoint_id)).consecutive_failures == expected_attempts
+        assert (await world.endpoint_row(endpoint_id)).failing_since is not None
         await asyncio.sleep((delivery.next_attempt_at - utcnow()).total_seconds() + 0.05)
         assert receiver.requests()[-1].status == status
 
@@ -381,7 +383,7 @@ async def test_retries_wait_for_the_schedule_and_a_success_resets_the_failure_co
     ]
     delivery = await world.delivery(event_id, endpoint_id)
     assert (delivery.status, delivery.attempts) == ("succeeded", 3)
-    assert (await world.endpoint_row(endpoint_id)).consecutive_failures == 0
+    assert (await world.endpoint_row(endpoint_id)).failing_since is None
 
 
 @pytest.mark.parametrize("status", [301, 302, 307])
@@ -429,7 +431,7 @@ async def test_a_timeout_is_recorded_as_an_error_without_status(
     assert 250 <= attempt.duration_ms < 1400
     delivery = await world.delivery(event_id, endpoint_id)
     assert (delivery.status, delivery.attempts) == ("pending", 1)  # retried later
-    assert (await world.endpoint_row(endpoint_id)).consecutive_failures == 1
+    assert (await world.endpoint_row(endpoint_id)).failing_since is not None
 
 
 async def test_the_timeout_bounds_the_whole_attempt_even_against_a_trickling_receiver(
@@ -508,71 +510,134 @@ async def _rendered_endpoint(world: World, endpoint_id: str) -> dict[str, Any]:
         return await webhooks.get_endpoint(conn, world.principal, endpoint_id)
 
 
-async def test_ten_consecutive_failures_disable_the_endpoint(
+async def test_a_burst_of_failures_never_disables_the_endpoint(
     world: World, receiver: Receiver
 ) -> None:
+    """30 failed deliveries, in passes and side by side, within seconds: the endpoint is failing
+    since the first of them, and still enabled."""
     receiver.reply("/hook", Reply(500))
     endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
-    # No retries: every delivery is one attempt, so failures == failed deliveries.
-    dispatcher = world.dispatcher(webhook_retry_schedule=())
+    dispatcher = world.dispatcher(webhook_retry_schedule=())  # one attempt per delivery
+    before = utcnow()
 
-    for failures in range(1, MAX_CONSECUTIVE_FAILURES + 1):
-        _, event_id = await world.order()
+    for _ in range(10):
+        await world.order()
         assert await dispatcher.run_once() == 1
-        assert (await world.delivery(event_id, endpoint_id)).status == "failed"
-        endpoint = await world.endpoint_row(endpoint_id)
-        assert endpoint.consecutive_failures == failures
-        assert endpoint.enabled is (failures < MAX_CONSECUTIVE_FAILURES), failures
+    for _ in range(20):
+        await world.order()
+    assert await drain(dispatcher) == 20
 
-    assert endpoint.disabled_reason
-    assert "consecutive" in endpoint.disabled_reason
-    _, later_id = await world.order()
-    assert await world.deliveries(later_id) == []
-    assert await dispatcher.run_once() == 0
-    assert len(receiver.requests()) == MAX_CONSECUTIVE_FAILURES
+    assert len(receiver.requests()) == 30
+    endpoint = await world.endpoint_row(endpoint_id)
+    assert (endpoint.enabled, endpoint.disabled_reason) == (True, None)
+    assert before <= endpoint.failing_since <= before + timedelta(seconds=5)
 
 
-async def test_ten_failures_in_one_pass_disable_the_endpoint(
+async def test_failure_sustained_past_the_period_disables_and_the_deliveries_wait(
     world: World, receiver: Receiver
 ) -> None:
-    """The same rule when the ten failing deliveries are attempted side by side (one pass)."""
-    receiver.reply("/hook", Reply(500, delay=0.1))
-    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
-    for _ in range(MAX_CONSECUTIVE_FAILURES):
-        await world.order()
+    """Failing since longer than COMMERCE_WEBHOOK_DISABLE_AFTER_SECONDS: the next failure
+    disables the endpoint, naming since when. Its pending deliveries stay pending and are not
+    attempted while it is disabled; re-enabled, they are delivered."""
+    receiver.reply("/hook", Reply(503))
+    endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
+    since = utcnow().replace(microsecond=0) - timedelta(days=3, seconds=1)
+    await world.set_endpoint(endpoint_id, failing_since=since)
+    _, first_id = await world.order()
+    dispatcher = world.dispatcher(webhook_retry_schedule=(0, 0))
 
-    assert await world.dispatcher(webhook_retry_schedule=()).run_once() == 10
+    assert await dispatcher.run_once() == 1
 
-    assert len(receiver.requests()) == MAX_CONSECUTIVE_FAILURES
     endpoint = await world.endpoint_row(endpoint_id)
-    assert endpoint.consecutive_failures == MAX_CONSECUTIVE_FAILURES
-    assert endpoint.enabled is False, "10 consecutive failures counted, endpoint still enabled"
+    assert endpoint.enabled is False
+    assert endpoint.disabled_reason == (
+        f"Every delivery attempt has failed since {format_timestamp(since)}."
+    )
+    assert (await _rendered_endpoint(world, endpoint_id))["disabled_reason"] == (
+        endpoint.disabled_reason
+    )
+    first = await world.delivery(first_id, endpoint_id)
+    assert (first.status, first.attempts) == ("pending", 1)  # one retry left, waiting
+    _, later_id = await world.order()  # no delivery for a disabled endpoint's later events
+    assert await world.deliveries(later_id) == []
+    assert await drain(dispatcher) == 0
+    assert len(receiver.requests()) == 1
+
+    receiver.reply("/hook", Reply(200))
+    async with world.db.write() as conn:
+        change = WebhookEndpointUpdate.model_validate({"enabled": True})
+        await webhooks.update_endpoint(conn, world.principal, endpoint_id, change, None)
+    endpoint = await world.endpoint_row(endpoint_id)
+    assert (endpoint.enabled, endpoint.disabled_reason, endpoint.failing_since) == (
+        True,
+        None,
+        None,
+    )
+
+    assert await drain(dispatcher) == 1
+    assert [r.verify(secret)["id"] for r in receiver.requests()] == [first_id, first_id]
+    first = await world.delivery(first_id, endpoint_id)
+    assert (first.status, first.attempts) == ("succeeded", 2)
 
 
-async def test_a_success_resets_the_consecutive_failures(world: World, receiver: Receiver) -> None:
+async def test_a_success_ends_the_failing_spell(world: World, receiver: Receiver) -> None:
     endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
-    await world.set_endpoint(endpoint_id, consecutive_failures=MAX_CONSECUTIVE_FAILURES - 1)
+    await world.set_endpoint(endpoint_id, failing_since=utcnow() - timedelta(days=2))
     await world.order()
 
     assert await world.dispatcher().run_once() == 1
 
     endpoint = await world.endpoint_row(endpoint_id)
-    assert (endpoint.consecutive_failures, endpoint.enabled) == (0, True)
+    assert (endpoint.failing_since, endpoint.enabled) == (None, True)
 
 
-@pytest.mark.parametrize("how", ["disabled", "deleted"])
-async def test_a_pending_delivery_to_a_disabled_or_deleted_endpoint_is_closed_unsent(
-    world: World, receiver: Receiver, how: str
+async def test_a_receiver_down_during_a_burst_gets_every_event_when_it_returns(
+    world: World,
+) -> None:
+    """Nothing listens at the receiver's address for 5 s while 15 orders arrive; then it
+    comes back on the same port. Every event arrives, once it is back; the endpoint stays
+    enabled."""
+    with running_receiver() as probe:
+        port = probe.port
+    url = f"http://127.0.0.1:{port}/hook"
+    endpoint_id, _ = await world.endpoint(url)  # its deliveries are verified at teardown
+    dispatcher = world.dispatcher(webhook_retry_schedule=(1, 1, 1, 2, 2, 4, 8))
+    running = asyncio.create_task(dispatcher.run())
+    try:
+        down_until = time.monotonic() + 5
+        event_ids = []
+        for _ in range(15):
+            event_ids.append((await world.order())[1])
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(max(0.0, down_until - time.monotonic()))
+        with running_receiver(port=port) as back:
+            world.watch(back)
+            await eventually(
+                lambda: {r.webhook_id for r in back.requests()} >= set(event_ids),
+                within=30,
+                what="every event delivered after the receiver came back",
+            )
+    finally:
+        dispatcher.stop()
+        await asyncio.wait_for(running, timeout=10)
+
+    for event_id in event_ids:
+        delivery = await world.delivery(event_id, endpoint_id)
+        assert delivery.status == "succeeded"
+        failed = [a for a in await world.attempts(event_id) if a.status_code is None]
+        assert failed, "the receiver was down for this event's first attempt"
+    endpoint = await world.endpoint_row(endpoint_id)
+    assert (endpoint.enabled, endpoint.failing_since) == (True, None)
+
+
+async def test_a_pending_delivery_to_a_deleted_endpoint_is_closed_unsent(
+    world: World, receiver: Receiver
 ) -> None:
     endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
     _, event_id = await world.order()
     assert (await world.delivery(event_id, endpoint_id)).status == "pending"
     async with world.db.write() as conn:
-        if how == "disabled":
-            change = WebhookEndpointUpdate.model_validate({"enabled": False})
-            await webhooks.update_endpoint(conn, world.principal, endpoint_id, change, None)
-        else:
-            await webhooks.delete_endpoint(conn, world.principal, endpoint_id)
+        await webhooks.delete_endpoint(conn, world.principal, endpoint_id)
 
     assert await world.dispatcher().run_once() == 1
 
@@ -582,6 +647,45 @@ async def test_a_pending_delivery_to_a_disabled_or_deleted_endpoint_is_closed_un
     assert (delivery.claim_token, delivery.claimed_until) == (None, None)
     assert await world.dispatcher().run_once() == 0
     assert receiver.requests() == []
+
+
+async def test_a_pending_delivery_to_a_disabled_endpoint_waits_unclaimed(
+    world: World, receiver: Receiver
+) -> None:
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    async with world.db.write() as conn:
+        change = WebhookEndpointUpdate.model_validate({"enabled": False})
+        await webhooks.update_endpoint(conn, world.principal, endpoint_id, change, None)
+
+    assert await world.dispatcher().run_once() == 0
+
+    assert receiver.requests() == []
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts, delivery.claim_token) == ("pending", 0, None)
+
+
+async def test_an_endpoint_disabled_after_the_claim_leaves_the_delivery_waiting(
+    world: World, receiver: Receiver
+) -> None:
+    """Disabled between a dispatcher's claim and its attempt: the attempt is not made, the
+    claim is given back, and the delivery still waits."""
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher()
+    now = utcnow()
+    async with world.db.write() as conn:
+        [claimed] = await repository.claim_due(
+            conn, now=now, until=now + dispatcher.lease, token=dispatcher.token, limit=20
+        )
+    await world.set_endpoint(endpoint_id, enabled=False)
+
+    await dispatcher._attempt_one(event_id, endpoint_id, claimed.attempts)
+
+    assert receiver.requests() == []
+    assert await world.attempts(event_id) == []
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts, delivery.claim_token) == ("pending", 0, None)
 
 
 # --- signing secrets ----------------------------------------------------------------------------

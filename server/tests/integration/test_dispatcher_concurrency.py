@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
@@ -36,7 +36,7 @@ from commerce_api.tables import events, webhook_attempts, webhook_deliveries
 from commerce_api.timestamps import utcnow
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import Dispatcher
-from commerce_api.webhooks.schemas import WebhookEndpointCreate
+from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests.conftest import make_settings
 from tests.webhook_receiver import Receiver, Reply, running_receiver
 
@@ -50,8 +50,8 @@ ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345",
 
 # Per scenario: the receiver's script for each delivery, and how many deliveries per endpoint
 # follow it (the others get its last reply). "after-a-retry": the first attempt of 6 deliveries
-# per endpoint gets a 500 and their retry (1 s later) a 200 — fewer than the 10 consecutive
-# failures that would disable the endpoint.
+# per endpoint gets a 500 and their retry (1 s later) a 200 (seconds of failures never disable
+# an endpoint).
 SCENARIOS: dict[str, tuple[tuple[Reply, ...], int | None]] = {
     "first-attempt": ((Reply(200, delay=RECEIVER_DELAY_SECONDS),), None),
     "after-a-retry": (
@@ -240,3 +240,113 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
     assert len(attempts) == len(requests)
     assert Counter(a.status_code for a in attempts) == Counter(r.status for r in requests)
     assert elapsed < DEADLINE_SECONDS
+
+
+FAILING_DELIVERIES = 200
+
+
+async def _deadlocks(db: Database) -> int | None:
+    """PostgreSQL's count of deadlocks detected in this database (None on SQLite)."""
+    if db.is_sqlite:
+        return None
+    async with db.read() as conn:
+        await conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+        count = await conn.scalar(
+            text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        )
+    return int(count or 0)
+
+
+async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
+    db: Database, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """200 failing attempts from four dispatchers at once, on two endpoints that the failures
+    disable (after 1 s) while an operator keeps re-enabling them. Each dispatcher transaction
+    locks a delivery and then its endpoint, and disabling touches no delivery: no deadlock
+    (PostgreSQL counts none), and every attempt that was made is recorded."""
+    settings = make_settings(
+        database_url,
+        webhook_retry_schedule=(),  # one attempt per delivery
+        webhook_poll_seconds=0.05,
+        webhook_timeout_seconds=5.0,
+        webhook_allow_private_urls=True,
+        webhook_disable_after_seconds=1,
+    )
+    assert settings.secret_key is not None
+    box = SecretBox(settings.secret_key)
+    principal, product_id = await _setup(db, box, database_url)
+    assert principal.account_id is not None
+    deadlocks_before = await _deadlocks(db)
+    with running_receiver() as receiver:
+        endpoint_ids = []
+        for path in PATHS:
+            receiver.reply(path, Reply(500, delay=0.1))
+            data = WebhookEndpointCreate.model_validate({"url": receiver.url(path)})
+            checked = await webhooks.check_receiver_url(data.url, settings)
+            async with db.write() as conn:
+                created = await webhooks.create_endpoint(
+                    conn, principal, data, checked, settings, box
+                )
+            endpoint_ids.append(created["id"])
+        await _place_orders(db, principal, product_id, FAILING_DELIVERIES // len(PATHS))
+
+        reenabled = 0
+
+        async def operator() -> None:
+            nonlocal reenabled
+            change = WebhookEndpointUpdate.model_validate({"enabled": True})
+            while True:
+                await asyncio.sleep(0.2)
+                for endpoint_id in endpoint_ids:
+                    async with db.write() as conn:
+                        endpoint = await webhooks.get_endpoint(conn, principal, endpoint_id)
+                        if not endpoint["enabled"]:
+                            await webhooks.update_endpoint(
+                                conn, principal, endpoint_id, change, None
+                            )
+                            reenabled += 1
+
+        databases = [Database(database_url) for _ in range(DISPATCHERS)]
+        dispatchers = [Dispatcher(settings, database, box) for database in databases]
+        tasks = [asyncio.create_task(dispatcher.run()) for dispatcher in dispatchers]
+        reenabling = asyncio.create_task(operator())
+        try:
+            deadline = time.monotonic() + DEADLINE_SECONDS
+            while await _unfinished(db, principal.account_id) > 0:
+                assert time.monotonic() < deadline, "deliveries still pending at the deadline"
+                await asyncio.sleep(0.1)
+        finally:
+            reenabling.cancel()
+            for dispatcher in dispatchers:
+                dispatcher.stop()
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=15)
+            for database in databases:
+                await database.dispose()  # their backends exit, reporting their statistics
+        requests = receiver.requests()
+
+    unexpected = [r.getMessage() for r in caplog.records if "unexpectedly" in r.getMessage()]
+    assert unexpected == []
+    async with db.read() as conn:
+        deliveries = (
+            await conn.execute(
+                select(webhook_deliveries).where(webhook_deliveries.c.endpoint_id.in_(endpoint_ids))
+            )
+        ).all()
+        attempts = (
+            await conn.execute(
+                select(webhook_attempts).where(webhook_attempts.c.endpoint_id.in_(endpoint_ids))
+            )
+        ).all()
+    assert len(deliveries) == FAILING_DELIVERIES
+    assert {(d.status, d.attempts) for d in deliveries} == {("failed", 1)}
+    assert len(requests) == len(attempts) == FAILING_DELIVERIES
+    assert Counter((a.event_id, a.endpoint_id) for a in attempts) == {
+        (d.event_id, d.endpoint_id): 1 for d in deliveries
+    }
+    assert reenabled > 0, "no endpoint was disabled during the run: the test proves little"
+    if deadlocks_before is not None:
+        await asyncio.sleep(1)  # the closed backends' statistics reach pg_stat_database
+        after = await _deadlocks(db)
+        assert after == deadlocks_before, (
+            f"deadlocks detected: {after} (before: {deadlocks_before})"
+        )

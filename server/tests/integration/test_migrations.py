@@ -220,3 +220,57 @@ async def test_concurrent_migrations_on_an_empty_database(
 async def test_concurrent_migrations_on_a_migrated_database(database_url: str) -> None:
     await _migrate_concurrently(database_url)
     await _check_migrated(database_url)
+
+
+async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url: str) -> None:
+    """0004 swaps the endpoint's failure count for ``failing_since`` in place: endpoints and the
+    deliveries whose foreign keys point at them survive the upgrade and the downgrade."""
+    from alembic import command
+
+    from commerce_api.migrations import alembic_config
+
+    def to(revision: str) -> Any:
+        def run(sync_conn: Connection) -> None:
+            if revision.startswith("-"):
+                command.downgrade(alembic_config(sync_conn), revision[1:])
+            else:
+                command.upgrade(alembic_config(sync_conn), revision)
+
+        return run
+
+    rows = [
+        "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', 'development', "
+        "'2026-01-01 00:00:00')",
+        "INSERT INTO events (id, account_id, type, data, created_at) VALUES ('evt_1', 'acct_1', "
+        "'order.created', '{}', '2026-01-01 00:00:00')",
+        "INSERT INTO webhook_endpoints (id, account_id, url, event_types, enabled, "
+        "consecutive_failures, secret_encrypted, created_at, updated_at) VALUES ('we_1', "
+        "'acct_1', 'https://example.com/h', '[]', true, 7, 'x', '2026-01-01 00:00:00', "
+        "'2026-01-01 00:00:00')",
+        "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, created_at, "
+        "updated_at) VALUES ('evt_1', 'we_1', 'pending', 0, '2026-01-01 00:00:00', "
+        "'2026-01-01 00:00:00')",
+    ]
+    database = Database(empty_database_url)
+    try:
+        async with database.write() as conn:
+            await conn.run_sync(to("0003"))
+            for row in rows:
+                await conn.execute(text(row))
+        async with database.write() as conn:
+            await conn.run_sync(to("head"))
+        async with database.read() as conn:
+            endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
+            assert (endpoint.id, endpoint.failing_since) == ("we_1", None)
+            assert "consecutive_failures" not in endpoint._fields
+            count = await conn.scalar(text("SELECT count(*) FROM webhook_deliveries"))
+            assert count == 1
+            assert not await conn.run_sync(_schema_diff)
+        async with database.write() as conn:
+            await conn.run_sync(to("-0003"))
+        async with database.read() as conn:
+            endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
+            assert (endpoint.id, endpoint.consecutive_failures) == ("we_1", 0)
+            assert await conn.scalar(text("SELECT count(*) FROM webhook_deliveries")) == 1
+    finally:
+        await database.dispose()

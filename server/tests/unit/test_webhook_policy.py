@@ -7,9 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 from cryptography.fernet import Fernet, InvalidToken
@@ -17,9 +15,10 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from commerce_api.crypto import SecretBox, SecretKeyMissing
-from commerce_api.settings import DEFAULT_RETRY_SCHEDULE
-from commerce_api.webhooks import dispatcher, repository
-from commerce_api.webhooks.dispatcher import MAX_CONSECUTIVE_FAILURES, Outcome, decide
+from commerce_api.settings import DEFAULT_RETRY_SCHEDULE, Settings
+from commerce_api.timestamps import format_timestamp
+from commerce_api.webhooks import dispatcher
+from commerce_api.webhooks.dispatcher import Outcome, decide
 from commerce_api.webhooks.signing import SECRET_BYTES, new_secret, signature_header
 
 NOW = datetime(2026, 11, 21, 8, 12, 41, 123000, tzinfo=UTC)
@@ -101,79 +100,36 @@ def test_an_empty_schedule_means_a_single_attempt() -> None:
     assert outcome == Outcome("failed", None, succeeded=False, gone=False)
 
 
-# --- endpoint health (the consecutive-failure count lives in the database) ---------------------
+# --- endpoint health: disabled after sustained failure only (since when lives in the database) --
+
+DAYS_3 = timedelta(days=3)
 
 
-@dataclass
-class FakeHealth:
-    """Stands in for the repository's endpoint-health queries."""
-
-    failures: int
-    calls: list[str] = field(default_factory=list)
-    disabled: list[str] = field(default_factory=list)
-
-    async def count_failure(self, conn: object, endpoint_id: str) -> int:
-        self.calls.append("count_failure")
-        self.failures += 1
-        return self.failures
-
-    async def reset_failures(self, conn: object, endpoint_id: str) -> None:
-        self.calls.append("reset_failures")
-        self.failures = 0
-
-    async def disable_endpoint(self, conn: object, endpoint_id: str, reason: str) -> None:
-        self.calls.append("disable_endpoint")
-        self.disabled.append(reason)
+def reason(*, gone: bool = False, failing_for: timedelta) -> str | None:
+    return dispatcher.disable_reason(
+        gone=gone, failing_since=NOW - failing_for, now=NOW, disable_after=DAYS_3
+    )
 
 
-async def record_health(
-    monkeypatch: pytest.MonkeyPatch, failures_before: int, status_code: int | None
-) -> FakeHealth:
-    health = FakeHealth(failures_before)
-    for name in ("count_failure", "reset_failures", "disable_endpoint"):
-        monkeypatch.setattr(repository, name, getattr(health, name))
-    endpoint = SimpleNamespace(id="we_test", account_id="acct_test")
-    outcome = decide_now(status_code, attempts_before=2)
-    # The method touches no instance state: skip __init__ (and its HTTP client).
-    instance = object.__new__(dispatcher.Dispatcher)
-    await instance._update_endpoint_health(object(), endpoint, outcome)
-    return health
+@pytest.mark.parametrize(
+    "failing_for", [timedelta(0), timedelta(seconds=5), timedelta(days=2, hours=23, minutes=59)]
+)
+def test_failing_for_less_than_the_period_never_disables(failing_for: timedelta) -> None:
+    assert reason(failing_for=failing_for) is None
 
 
-@pytest.mark.parametrize("failures_before", [0, 5, 9])
-async def test_a_success_resets_the_failure_count_and_never_disables(
-    monkeypatch: pytest.MonkeyPatch, failures_before: int
-) -> None:
-    health = await record_health(monkeypatch, failures_before, 200)
-    assert health.failures == 0
-    assert health.disabled == []
+@pytest.mark.parametrize("failing_for", [DAYS_3, DAYS_3 + timedelta(seconds=1), timedelta(days=30)])
+def test_failing_for_the_whole_period_disables_naming_since_when(failing_for: timedelta) -> None:
+    since = format_timestamp(NOW - failing_for)
+    assert reason(failing_for=failing_for) == f"Every delivery attempt has failed since {since}."
 
 
-@pytest.mark.parametrize("failures_before", range(MAX_CONSECUTIVE_FAILURES - 1))
-async def test_the_first_nine_consecutive_failures_only_count(
-    monkeypatch: pytest.MonkeyPatch, failures_before: int
-) -> None:
-    health = await record_health(monkeypatch, failures_before, 500)
-    assert health.failures == failures_before + 1
-    assert health.disabled == []
+def test_a_410_disables_at_once() -> None:
+    assert reason(gone=True, failing_for=timedelta(0)) == "The receiver answered 410 Gone."
 
 
-@pytest.mark.parametrize("status_code", [None, 404, 500])
-async def test_the_tenth_consecutive_failure_disables_the_endpoint(
-    monkeypatch: pytest.MonkeyPatch, status_code: int | None
-) -> None:
-    assert MAX_CONSECUTIVE_FAILURES == 10
-    health = await record_health(monkeypatch, 9, status_code)
-    assert health.failures == 10
-    assert health.disabled == ["10 consecutive failed deliveries."]
-
-
-async def test_a_410_disables_the_endpoint_on_the_first_failure(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    health = await record_health(monkeypatch, 0, 410)
-    assert health.failures == 1
-    assert health.disabled == ["The receiver answered 410 Gone."]
+def test_the_default_period_is_three_days() -> None:
+    assert Settings().webhook_disable_after_seconds == DAYS_3.total_seconds()
 
 
 # --- signing -----------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ logger = logging.getLogger("commerce_api.webhooks")
 
 BATCH_SIZE = 20
 CONCURRENCY = 10
-MAX_CONSECUTIVE_FAILURES = 10
 USER_AGENT = "CommerceAPI-Webhooks/1"
 # On shutdown, attempts in flight get this long to finish before they are abandoned (their
 # deliveries are released and become due again: a receiver may then see one twice, as
@@ -60,8 +59,7 @@ def decide(
     *, status_code: int | None, attempts_before: int, schedule: Sequence[int], now: datetime
 ) -> Outcome:
     """The retry policy, as a plain function: 2xx succeeds; 410 fails and disables the endpoint;
-    anything else is retried after ``schedule[n]`` seconds until the schedule runs out.
-    (Disabling after ``MAX_CONSECUTIVE_FAILURES`` is counted in the database, atomically.)"""
+    anything else is retried after ``schedule[n]`` seconds until the schedule runs out."""
     if status_code is not None and 200 <= status_code < 300:
         return Outcome("succeeded", None, succeeded=True, gone=False)
     if status_code == 410:
@@ -73,7 +71,22 @@ def decide(
 
 
 GONE_REASON = "The receiver answered 410 Gone."
-FAILURES_REASON = f"{MAX_CONSECUTIVE_FAILURES} consecutive failed deliveries."
+
+
+def disable_reason(
+    *, gone: bool, failing_since: datetime, now: datetime, disable_after: timedelta
+) -> str | None:
+    """The endpoint-health policy, after a failed attempt: why to disable the endpoint, or None.
+
+    A 410 disables at once. Otherwise only sustained failure does: every attempt has failed
+    since ``failing_since`` (the first failure after the last success) and that is at least
+    ``disable_after`` ago. A burst of failures, however many, never disables an endpoint.
+    """
+    if gone:
+        return GONE_REASON
+    if now - failing_since >= disable_after:
+        return f"Every delivery attempt has failed since {format_timestamp(failing_since)}."
+    return None
 
 
 class Dispatcher:
@@ -150,11 +163,13 @@ class Dispatcher:
             endpoint = await repository.endpoint_by_id(conn, endpoint_id)
         assert event is not None
         assert endpoint is not None
-        if endpoint.deleted_at is not None or not endpoint.enabled:
-            reason = "endpoint deleted" if endpoint.deleted_at is not None else "endpoint disabled"
+        if endpoint.deleted_at is not None:
             await self._finish(event_id, endpoint_id, {"status": "failed", "next_attempt_at": None})
             DELIVERY_OUTCOMES["failed"].inc()
-            logger.info("dropped delivery of %s to %s: %s", event_id, endpoint_id, reason)
+            logger.info("dropped delivery of %s to deleted %s", event_id, endpoint_id)
+            return
+        if not endpoint.enabled:  # disabled since the claim: the delivery waits, unattempted
+            await self._finish(event_id, endpoint_id, {})
             return
 
         body = orjson.dumps(
@@ -201,7 +216,7 @@ class Dispatcher:
                     "error": error,
                 },
             )
-            await self._update_endpoint_health(conn, endpoint, outcome)
+            await self._update_endpoint_health(conn, endpoint_id, outcome, utcnow())
         result = deliveries_outcome(outcome.delivery_status)
         DELIVERY_OUTCOMES[result].inc()
         logger.info(
@@ -217,17 +232,25 @@ class Dispatcher:
             },
         )
 
-    async def _update_endpoint_health(self, conn: Any, endpoint: Any, outcome: Outcome) -> None:
+    async def _update_endpoint_health(
+        self, conn: Any, endpoint_id: str, outcome: Outcome, now: datetime
+    ) -> None:
+        """Record the attempt's verdict on the endpoint's row (after the delivery's: every
+        transaction of the dispatcher locks a delivery, then its endpoint, and disabling an
+        endpoint touches no delivery, so they cannot deadlock)."""
         if outcome.succeeded:
-            await repository.reset_failures(conn, endpoint.id)
+            await repository.mark_healthy(conn, endpoint_id)
             return
-        failures = await repository.count_failure(conn, endpoint.id)
-        reason = GONE_REASON if outcome.gone else None
-        if reason is None and failures >= MAX_CONSECUTIVE_FAILURES:
-            reason = FAILURES_REASON
+        failing_since = await repository.mark_failing(conn, endpoint_id, now)
+        reason = disable_reason(
+            gone=outcome.gone,
+            failing_since=failing_since,
+            now=now,
+            disable_after=timedelta(seconds=self.settings.webhook_disable_after_seconds),
+        )
         if reason is not None:
-            await repository.disable_endpoint(conn, endpoint.id, reason)
-            logger.warning("disabled webhook endpoint %s: %s", endpoint.id, reason)
+            await repository.disable_endpoint(conn, endpoint_id, reason)
+            logger.warning("disabled webhook endpoint %s: %s", endpoint_id, reason)
 
     async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
         async with self.db.write() as conn:

@@ -66,38 +66,36 @@ async def update_endpoint(
     return result.first() is not None
 
 
-async def count_failure(conn: AsyncConnection, endpoint_id: str) -> int:
-    """One more consecutive failure for the endpoint; returns the new count (atomically, so
-    concurrent attempts each see their own)."""
+async def mark_failing(conn: AsyncConnection, endpoint_id: str, now: datetime) -> datetime:
+    """Note a failed attempt: the endpoint is failing since ``now`` unless it already was.
+    Returns since when (read under the row's lock, so concurrent attempts agree)."""
     result = await conn.execute(
         update(endpoints)
         .where(endpoints.c.id == endpoint_id)
-        .values(consecutive_failures=endpoints.c.consecutive_failures + 1)
-        .returning(endpoints.c.consecutive_failures)
+        .values(failing_since=func.coalesce(endpoints.c.failing_since, now))
+        .returning(endpoints.c.failing_since)
     )
-    return int(result.scalar_one())
+    since: datetime = result.scalar_one()
+    return since
 
 
-async def reset_failures(conn: AsyncConnection, endpoint_id: str) -> None:
+async def mark_healthy(conn: AsyncConnection, endpoint_id: str) -> None:
+    """Note a successful attempt: the endpoint is no longer failing."""
     await conn.execute(
         update(endpoints)
-        .where(endpoints.c.id == endpoint_id, endpoints.c.consecutive_failures != 0)
-        .values(consecutive_failures=0)
+        .where(endpoints.c.id == endpoint_id, endpoints.c.failing_since.is_not(None))
+        .values(failing_since=None)
     )
 
 
 async def disable_endpoint(conn: AsyncConnection, endpoint_id: str, reason: str) -> None:
-    """Disable the endpoint and close its pending deliveries as failed (redeliver them after
-    re-enabling it)."""
+    """Disable the endpoint. Its pending deliveries stay pending (no dispatcher claims them
+    meanwhile) and resume when it is re-enabled; this touches no delivery row, so it never
+    waits on one an attempt holds."""
     await conn.execute(
         update(endpoints)
         .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
         .values(enabled=False, disabled_reason=reason)
-    )
-    await conn.execute(
-        update(deliveries)
-        .where(deliveries.c.endpoint_id == endpoint_id, deliveries.c.status == "pending")
-        .values(status="failed", next_attempt_at=None)
     )
 
 
@@ -174,8 +172,9 @@ async def has_queued_redelivery(conn: AsyncConnection, event_id: str, now: datet
 async def enqueue(
     conn: AsyncConnection, event_id: str, endpoint_ids: Sequence[str], now: datetime
 ) -> None:
-    """Make (or make due again) one delivery per endpoint, with a fresh retry schedule."""
-    for endpoint_id in endpoint_ids:
+    """Make (or make due again) one delivery per endpoint, with a fresh retry schedule (in
+    endpoint order: two redeliveries of one event lock its rows in the same order)."""
+    for endpoint_id in sorted(endpoint_ids):
         reset = await conn.execute(
             update(deliveries)
             .where(deliveries.c.event_id == event_id, deliveries.c.endpoint_id == endpoint_id)
@@ -197,12 +196,18 @@ async def claim_due(
     waiting on each other; SQLite serialises writers anyway (``BEGIN IMMEDIATE``). A claim that
     is not completed (the dispatcher died) lapses at ``until`` and the delivery is due again.
     """
+    # A disabled endpoint's deliveries wait (a deleted one's are claimed, to be closed). Not a
+    # join: FOR UPDATE would lock the endpoint rows too.
+    attemptable = select(endpoints.c.id).where(
+        or_(endpoints.c.enabled.is_(True), endpoints.c.deleted_at.is_not(None))
+    )
     due = (
         select(deliveries.c.event_id, deliveries.c.endpoint_id)
         .where(
             deliveries.c.status == "pending",
             deliveries.c.next_attempt_at <= now,
             or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < now),
+            deliveries.c.endpoint_id.in_(attemptable),
         )
         .order_by(deliveries.c.next_attempt_at)
         .limit(limit)

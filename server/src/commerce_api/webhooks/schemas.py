@@ -80,7 +80,7 @@ class WebhookEndpointCreate(RequestModel):
 
 class WebhookEndpointUpdate(RequestModel):
     """Fields to change; omitted fields keep their value. `enabled: true` re-enables an
-    endpoint that was disabled (and resets its failure count)."""
+    endpoint that was disabled: its deliveries that were still pending resume."""
 
     model_config = ConfigDict(
         json_schema_extra=lambda schema: drop_null_from_schema(
@@ -108,7 +108,8 @@ class WebhookEndpoint(ResponseModel):
     description: str | None
     enabled: bool
     disabled_reason: str | None = Field(
-        description="Why the service disabled it (410 Gone, or 10 consecutive failures)."
+        description="Why the service disabled it: the receiver answered 410 Gone, or every attempt "
+        "has failed for `COMMERCE_WEBHOOK_DISABLE_AFTER_SECONDS` (3 days) since the time it names."
     )
     created_at: str
     updated_at: str

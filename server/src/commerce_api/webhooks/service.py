@@ -136,7 +136,6 @@ async def create_endpoint(
             "description": data.description,
             "event_types": sorted(set(data.events)),
             "enabled": True,
-            "consecutive_failures": 0,
             "secret_encrypted": box.encrypt(secret),
             "created_at": now,
             "updated_at": now,
@@ -185,7 +184,7 @@ async def update_endpoint(
     if "enabled" in changes:
         values["enabled"] = changes["enabled"]
         if changes["enabled"]:
-            values.update(disabled_reason=None, consecutive_failures=0)
+            values.update(disabled_reason=None, failing_since=None)
     await repository.update_endpoint(conn, account_id, endpoint_id, values)
     return render_endpoint(await _get(conn, account_id, endpoint_id))
 
