@@ -185,7 +185,11 @@ def test_events_list_get_redeliver() -> None:
         "endpoint_id": "we_1",
         "status": "pending",
         "next_attempt_at": "2026-11-21T09:00:00.000Z",
-        "attempts": [{**attempt, "status_code": None, "error": "Timed out."}, attempt],
+        "attempts": [
+            {**attempt, "status_code": None, "duration_ms": None, "error": "Interrupted: …"},
+            {**attempt, "status_code": None, "error": "Timed out."},
+            attempt,
+        ],
     }
     pending = {**delivery, "attempts": []}
     api = MockAPI().reply(json=event_json(deliveries=[delivery, pending]))
@@ -196,7 +200,8 @@ def test_events_list_get_redeliver() -> None:
         assert (api.last.method, api.last.url.path) == ("POST", "/v1/events/evt_1/redeliver")
         assert "idempotency-key" in api.last.headers
     assert isinstance(detailed, EventWithDeliveries)
-    assert [a.status_code for a in detailed.deliveries[0].attempts] == [None, 500]
+    assert [a.status_code for a in detailed.deliveries[0].attempts] == [None, None, 500]
+    assert [a.duration_ms for a in detailed.deliveries[0].attempts] == [None, 12, 12]
     assert detailed.deliveries[0].last_attempt is not None
     assert detailed.deliveries[0].last_attempt.status_code == 500
     assert detailed.deliveries[1].last_attempt is None

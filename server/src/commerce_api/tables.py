@@ -241,6 +241,9 @@ webhook_deliveries = Table(
     Column("next_attempt_at", UTCDateTime, nullable=True),
     Column("claim_token", String(64), nullable=True),
     Column("claimed_until", UTCDateTime, nullable=True),
+    # When the claim was taken: the dispatcher starts the attempt at once, so a claim that
+    # lapses or is given back unfinished stands for an interrupted attempt started then.
+    Column("claimed_at", UTCDateTime, nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("event_id", "endpoint_id"),
@@ -257,7 +260,7 @@ webhook_attempts = Table(
     Column("endpoint_id", String(64), nullable=False),
     Column("attempted_at", UTCDateTime, nullable=False),
     Column("status_code", Integer, nullable=True),
-    Column("duration_ms", Integer, nullable=False),
+    Column("duration_ms", Integer, nullable=True),  # None: interrupted, its end unknown
     Column("error", String(500), nullable=True),
     Index("ix_webhook_attempts_delivery", "event_id", "endpoint_id", "attempted_at"),
 )

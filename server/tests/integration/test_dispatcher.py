@@ -45,7 +45,7 @@ from commerce_api.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.timestamps import format_timestamp, utcnow
 from commerce_api.webhooks import repository
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import Dispatcher
+from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests.conftest import make_settings
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
@@ -756,8 +756,16 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     [request] = receiver.requests()
     assert request.verify(secret)["id"] == event_id
     delivery = await world.delivery(event_id, endpoint_id)
-    assert (delivery.status, delivery.attempts, delivery.claim_token) == ("succeeded", 1, None)
-    assert len(await world.attempts(event_id)) == 1
+    assert (delivery.status, delivery.attempts, delivery.claim_token) == ("succeeded", 2, None)
+    # The dead dispatcher's claim stands for an attempt it had started: recorded, interrupted.
+    interrupted, succeeded = await world.attempts(event_id)
+    assert (interrupted.status_code, interrupted.duration_ms, interrupted.error) == (
+        None,
+        None,
+        repository.INTERRUPTED,
+    )
+    assert abs(interrupted.attempted_at - now) < timedelta(seconds=1)
+    assert succeeded.status_code == 200
     # The dead dispatcher's late finish cannot overwrite what the survivor recorded.
     async with world.db.write() as conn:
         kept = await repository.finish_delivery(
@@ -799,6 +807,8 @@ async def test_stop_releases_the_dispatchers_unfinished_claims(
         None,
         None,
     )
+    [interrupted] = await world.attempts(mine)  # the claim stood for an attempt under way
+    assert (released.attempts, interrupted.error) == (1, repository.INTERRUPTED)
     kept = await world.delivery(theirs, endpoint_id)  # another dispatcher's claim is untouched
     assert kept.claim_token == other.token
     assert receiver.requests() == []
@@ -826,6 +836,65 @@ async def test_stop_lets_an_attempt_in_flight_finish_and_records_it(
     assert (delivery.status, delivery.attempts, delivery.claim_token) == ("succeeded", 1, None)
     [attempt] = await world.attempts(event_id, endpoint_id)
     assert attempt.status_code == 200
+
+
+async def test_an_attempt_cut_off_at_stop_is_recorded_as_interrupted(
+    world: World, receiver: Receiver
+) -> None:
+    """Stopped with less grace than the receiver takes: the attempt in flight is cancelled and
+    the history shows it (interrupted), then the retry; the receiver saw both."""
+    receiver.reply("/hook", Reply(200, delay=1.0), Reply(200))
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher()
+    task = asyncio.create_task(dispatcher.run())
+    await eventually(lambda: len(receiver.requests()) == 1, within=5, what="the first attempt")
+    await stop_dispatcher(dispatcher, task, grace=0.1)
+
+    [interrupted] = await world.attempts(event_id, endpoint_id)
+    assert (interrupted.status_code, interrupted.duration_ms, interrupted.error) == (
+        None,
+        None,
+        repository.INTERRUPTED,
+    )
+    assert await drain(world.dispatcher()) == 1
+    assert len(receiver.requests()) == 2
+    history = await world.attempts(event_id, endpoint_id)
+    assert [a.error for a in history] == [repository.INTERRUPTED, None]
+    delivery = await world.delivery(event_id, endpoint_id)
+    assert (delivery.status, delivery.attempts) == ("succeeded", 2)
+
+
+async def test_an_attempt_cut_off_by_a_killed_dispatcher_is_in_the_history(
+    world: World, receiver: Receiver
+) -> None:
+    """A dispatcher that dies mid-attempt (no clean-up at all): once its claim lapses, the next
+    dispatcher records the cut-off attempt as interrupted and makes its own. The receiver saw
+    two attempts; the history shows two."""
+    receiver.reply("/hook", Reply(200, delay=1.0), Reply(200))
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    _, event_id = await world.order()
+    dying = world.dispatcher()
+    attempt = asyncio.create_task(dying.run_once())
+    await eventually(lambda: len(receiver.requests()) == 1, within=5, what="the first attempt")
+    attempt.cancel()  # as a SIGKILL would: nothing recorded, the claim left in place
+    await asyncio.gather(attempt, return_exceptions=True)
+    async with world.db.write() as conn:  # the lease runs out
+        await conn.execute(
+            update(webhook_deliveries)
+            .where(webhook_deliveries.c.event_id == event_id)
+            .values(claimed_until=utcnow() - timedelta(seconds=1))
+        )
+
+    assert await drain(world.dispatcher()) == 1
+
+    assert len(receiver.requests()) == 2
+    history = await world.attempts(event_id, endpoint_id)
+    assert [(a.status_code, a.error) for a in history] == [
+        (None, repository.INTERRUPTED),
+        (200, None),
+    ]
+    assert (await world.delivery(event_id, endpoint_id)).attempts == 2
 
 
 async def test_a_redelivery_requested_during_an_attempt_does_not_overlap_it(

@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select, text
@@ -77,15 +78,15 @@ def receiver(scenario: str) -> Iterator[Receiver]:
 
 
 def _counting(dispatcher: Dispatcher, claimed: list[int]) -> Dispatcher:
-    """Count what this dispatcher claims (run() calls self.run_once())."""
-    original = dispatcher.run_once
+    """Count what this dispatcher claims (run() claims through self._claim)."""
+    original = dispatcher._claim
 
-    async def run_once() -> int:
-        done = await original()
-        claimed.append(done)
-        return done
+    async def claim(limit: int) -> list[Any]:
+        rows = await original(limit)
+        claimed.append(len(rows))
+        return rows
 
-    setattr(dispatcher, "run_once", run_once)  # noqa: B010 - mypy forbids assigning a method
+    setattr(dispatcher, "_claim", claim)  # noqa: B010 - mypy forbids assigning a method
     return dispatcher
 
 

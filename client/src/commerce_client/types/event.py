@@ -36,7 +36,8 @@ class DeliveryAttempt:
     attempted_at: datetime
     status_code: int | None
     """The receiver's HTTP status, or None when no response came (see ``error``)."""
-    duration_ms: int
+    duration_ms: int | None
+    """None when the attempt was interrupted (the dispatcher stopped; its end is unknown)."""
     error: str | None
 
     @classmethod
@@ -44,7 +45,7 @@ class DeliveryAttempt:
         return cls(
             attempted_at=_parse.timestamp(data["attempted_at"]),
             status_code=data.get("status_code"),
-            duration_ms=data["duration_ms"],
+            duration_ms=data.get("duration_ms"),
             error=data.get("error"),
         )
 

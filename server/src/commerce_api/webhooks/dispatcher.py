@@ -5,7 +5,9 @@ Any number of dispatchers may run against one database (inside ``serve`` process
 ``commerce-api worker``); they coordinate only through their claims on delivery rows (see
 ``repository.claim_due``), so one event is never delivered to one endpoint by two of them at
 once. A dispatcher that dies leaves claims that lapse, and its deliveries become due again: a
-crash delays a delivery but never loses it.
+crash delays a delivery but never loses it. A dispatcher claims only what it starts at once, so
+an unfinished claim stands for an attempt that was cut off: the history records it as
+interrupted (when the claim is taken over, or given back by a dispatcher that stops).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from commerce_api.webhooks.url_policy import UnsafeURL, resolve
 
 logger = logging.getLogger("commerce_api.webhooks")
 
-BATCH_SIZE = 20
+# Attempts in flight per dispatcher. A dispatcher claims only what it can start at once, so a
+# claim stands for an attempt in progress (see repository.claim_due).
 CONCURRENCY = 10
 USER_AGENT = "CommerceAPI-Webhooks/1"
 # On shutdown, attempts in flight get this long to finish before they are abandoned (their
@@ -105,56 +108,83 @@ class Dispatcher:
             trust_env=False,
         )
         self._stopping = asyncio.Event()
-        self._slots = asyncio.Semaphore(CONCURRENCY)
 
     async def run(self) -> None:
-        """Deliver until :meth:`stop`; then give back whatever is still claimed."""
+        """Deliver until :meth:`stop`: keep up to ``CONCURRENCY`` attempts in flight, claiming
+        more as they finish (a slow receiver holds one slot, not the others). On the way out,
+        attempts in flight finish (or, if this task is cancelled, are cut off) and whatever is
+        still claimed is given back, recorded as interrupted."""
         logger.info("webhook dispatcher started")
+        in_flight: set[asyncio.Task[None]] = set()
+        stopping = asyncio.ensure_future(self._stopping.wait())
         try:
             while not self._stopping.is_set():
-                try:
-                    delivered = await self.run_once()
-                except Exception:
-                    logger.exception("webhook dispatcher pass failed; retrying")
-                    delivered = 0
-                if delivered == 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._stopping.wait(), self.settings.webhook_poll_seconds
-                        )
+                free = CONCURRENCY - len(in_flight)
+                claimed = await self._claim_safely(free) if free else []
+                for row in claimed:
+                    task = asyncio.create_task(
+                        self._attempt(row.event_id, row.endpoint_id, row.attempts)
+                    )
+                    in_flight.add(task)
+                    task.add_done_callback(in_flight.discard)
+                # Every slot busy: wait for one to free up. Else nothing more is due: poll later.
+                full = len(in_flight) >= CONCURRENCY
+                await asyncio.wait(
+                    {*in_flight, stopping} if full else {stopping},
+                    timeout=None if full else self.settings.webhook_poll_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
         finally:
-            await self._release()
-            await self._http.aclose()
-            logger.info("webhook dispatcher stopped")
+            stopping.cancel()
+            try:
+                if in_flight:
+                    await asyncio.wait(in_flight)  # a cancellation of run() lands here
+            finally:
+                for task in in_flight:
+                    task.cancel()
+                await asyncio.gather(*in_flight, return_exceptions=True)
+                await self._release()
+                await self._http.aclose()
+                logger.info("webhook dispatcher stopped")
 
     def stop(self) -> None:
         """Stop claiming; :meth:`run` returns once the attempts in flight are done."""
         self._stopping.set()
 
     async def run_once(self) -> int:
-        """Claim one batch of due deliveries and attempt them; returns how many."""
-        now = utcnow()
-        async with self.db.write() as conn:
-            claimed = await repository.claim_due(
-                conn, now=now, until=now + self.lease, token=self.token, limit=BATCH_SIZE
-            )
+        """Claim what one dispatcher may attempt at once, attempt it all, and wait; returns how
+        many were attempted."""
+        claimed = await self._claim(CONCURRENCY)
         await asyncio.gather(
             *(self._attempt(row.event_id, row.endpoint_id, row.attempts) for row in claimed)
         )
         return len(claimed)
 
+    async def _claim(self, limit: int) -> list[Any]:
+        now = utcnow()
+        async with self.db.write() as conn:
+            return await repository.claim_due(
+                conn, now=now, until=now + self.lease, token=self.token, limit=limit
+            )
+
+    async def _claim_safely(self, limit: int) -> list[Any]:
+        try:
+            return await self._claim(limit)
+        except Exception:
+            logger.exception("webhook dispatcher could not claim deliveries; retrying")
+            return []
+
     async def _release(self) -> None:
         with contextlib.suppress(Exception):
             async with self.db.write() as conn:
-                await repository.release_claims(conn, self.token)
+                await repository.release_claims(conn, self.token, utcnow())
 
     async def _attempt(self, event_id: str, endpoint_id: str, attempts_before: int) -> None:
-        async with self._slots:
-            try:
-                await self._attempt_one(event_id, endpoint_id, attempts_before)
-            except Exception:
-                # The claim lapses and the delivery is retried; nothing is lost.
-                logger.exception("delivery of %s to %s failed unexpectedly", event_id, endpoint_id)
+        try:
+            await self._attempt_one(event_id, endpoint_id, attempts_before)
+        except Exception:
+            # The claim lapses and the delivery is retried; nothing is lost.
+            logger.exception("delivery of %s to %s failed unexpectedly", event_id, endpoint_id)
 
     async def _attempt_one(self, event_id: str, endpoint_id: str, attempts_before: int) -> None:
         """One attempt; ``attempts_before`` comes with the claim, which pins it."""

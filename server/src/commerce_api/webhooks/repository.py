@@ -187,14 +187,19 @@ async def enqueue(
             await conn.execute(deliveries.insert().values(new_delivery(event_id, endpoint_id, now)))
 
 
+INTERRUPTED = "Interrupted: the dispatcher stopped before the attempt finished."
+
+
 async def claim_due(
     conn: AsyncConnection, *, now: datetime, until: datetime, token: str, limit: int
 ) -> list[Row[Any]]:
-    """Claim up to ``limit`` due deliveries for one dispatcher until ``until``.
+    """Claim up to ``limit`` due deliveries for one dispatcher until ``until``; the dispatcher
+    attempts each at once.
 
     On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets several dispatchers claim side by side without
     waiting on each other; SQLite serialises writers anyway (``BEGIN IMMEDIATE``). A claim that
-    is not completed (the dispatcher died) lapses at ``until`` and the delivery is due again.
+    is not completed (the dispatcher died) lapses at ``until`` and the delivery is due again; its
+    next claim records the cut-off attempt as interrupted (see :func:`_record_interrupted`).
     """
     # A disabled endpoint's deliveries wait (a deleted one's are claimed, to be closed). Not a
     # join: FOR UPDATE would lock the endpoint rows too.
@@ -202,7 +207,12 @@ async def claim_due(
         or_(endpoints.c.enabled.is_(True), endpoints.c.deleted_at.is_not(None))
     )
     due = (
-        select(deliveries.c.event_id, deliveries.c.endpoint_id)
+        select(
+            deliveries.c.event_id,
+            deliveries.c.endpoint_id,
+            deliveries.c.claim_token,
+            deliveries.c.claimed_at,
+        )
         .where(
             deliveries.c.status == "pending",
             deliveries.c.next_attempt_at <= now,
@@ -213,13 +223,53 @@ async def claim_due(
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
+    rows = (await conn.execute(due)).all()
+    if not rows:
+        return []
+    await _record_interrupted(conn, [row for row in rows if row.claim_token is not None], now)
+    keys = [(row.event_id, row.endpoint_id) for row in rows]
     result = await conn.execute(
         update(deliveries)
-        .where(tuple_(deliveries.c.event_id, deliveries.c.endpoint_id).in_(due))
-        .values(claim_token=token, claimed_until=until)
+        .where(tuple_(deliveries.c.event_id, deliveries.c.endpoint_id).in_(keys))
+        .values(claim_token=token, claimed_until=until, claimed_at=now)
         .returning(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.attempts)
     )
     return list(result.all())
+
+
+async def _record_interrupted(
+    conn: AsyncConnection, rows: Sequence[Row[Any]], now: datetime
+) -> None:
+    """The attempts these unfinished claims stand for (started at ``claimed_at``, outcome
+    unknown): one history entry each, counted in the delivery's attempts."""
+    if not rows:
+        return
+    await conn.execute(
+        attempts.insert(),
+        [
+            {
+                "id": new_id("att"),
+                "event_id": row.event_id,
+                "endpoint_id": row.endpoint_id,
+                "attempted_at": row.claimed_at or now,
+                "status_code": None,
+                "duration_ms": None,
+                "error": INTERRUPTED,
+            }
+            for row in rows
+        ],
+    )
+    keys = [(row.event_id, row.endpoint_id) for row in rows]
+    await conn.execute(
+        update(deliveries)
+        .where(tuple_(deliveries.c.event_id, deliveries.c.endpoint_id).in_(keys))
+        .values(
+            attempts=deliveries.c.attempts + 1,
+            claim_token=None,
+            claimed_until=None,
+            claimed_at=None,
+        )
+    )
 
 
 def _claimed(event_id: str, endpoint_id: str, token: str) -> ColumnElement[bool]:
@@ -242,19 +292,19 @@ async def finish_delivery(
     result = await conn.execute(
         update(deliveries)
         .where(_claimed(event_id, endpoint_id, token))
-        .values(claim_token=None, claimed_until=None, **values)
+        .values(claim_token=None, claimed_until=None, claimed_at=None, **values)
         .returning(deliveries.c.event_id)
     )
     return result.first() is not None
 
 
-async def release_claims(conn: AsyncConnection, token: str) -> None:
-    """Give back what a stopping dispatcher claimed and did not finish."""
-    await conn.execute(
-        update(deliveries)
-        .where(deliveries.c.claim_token == token)
-        .values(claim_token=None, claimed_until=None)
-    )
+async def release_claims(conn: AsyncConnection, token: str, now: datetime) -> None:
+    """Give back what a stopping dispatcher claimed and did not finish: attempts it cut off,
+    recorded as interrupted. The deliveries are due again at once."""
+    unfinished = select(
+        deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.claimed_at
+    ).where(deliveries.c.claim_token == token)
+    await _record_interrupted(conn, (await conn.execute(unfinished)).all(), now)
 
 
 async def record_attempt(conn: AsyncConnection, values: Mapping[str, Any]) -> None:

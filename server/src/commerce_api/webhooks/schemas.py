@@ -136,8 +136,13 @@ class Event(ResponseModel):
 class DeliveryAttempt(ResponseModel):
     attempted_at: str
     status_code: int | None = Field(description="The receiver's status; null if none came.")
-    duration_ms: int
-    error: str | None = Field(description="Why the attempt failed (timeout, refused, HTTP 500).")
+    duration_ms: int | None = Field(
+        description="How long the attempt took; null if it was interrupted (its end is unknown)."
+    )
+    error: str | None = Field(
+        description="Why the attempt failed (timeout, refused, HTTP 500, or interrupted: the "
+        "dispatcher stopped before it finished)."
+    )
 
 
 class Delivery(ResponseModel):
