@@ -5,15 +5,16 @@
  * CommerceError                      code, message, details, statusCode, requestId, rateLimit
  * ├── APIConnectionError             no response: DNS, refused connection, reset, timeout
  * │   └── APITimeoutError            the request timed out
- * ├── InvalidRequestError            400, 405, 413, 415 and any other 4xx not listed below
- * │   ├── ConflictError              409: out of stock, illegal status change, or a request
- * │   │                                   with the same Idempotency-Key still in flight
- * │   └── IdempotencyError           422: Idempotency-Key reused with a different request
- * ├── AuthenticationError            401: missing, unknown or revoked key
- * │   └── PermissionDeniedError      403: a valid key without the right role
- * ├── NotFoundError                  404
- * ├── RateLimitError                 429, with retryAfter (seconds)
- * ├── ServerError                    5xx
+ * ├── APIStatusError                 the API answered 4xx/5xx: statusCode, requestId, body
+ * │   ├── InvalidRequestError        400, 405, 413, 415 and any other 4xx not listed below
+ * │   │   ├── ConflictError          409: out of stock, illegal status change, or a request
+ * │   │   │                               with the same Idempotency-Key still in flight
+ * │   │   └── IdempotencyError       422: Idempotency-Key reused with a different request
+ * │   ├── AuthenticationError        401: missing, unknown or revoked key
+ * │   │   └── PermissionDeniedError  403: a valid key without the right role
+ * │   ├── NotFoundError              404
+ * │   ├── RateLimitError             429, with retryAfter (seconds)
+ * │   └── ServerError                5xx
  * └── WebhookVerificationError       verifyWebhook(): unsigned, tampered or stale delivery
  * ```
  *
@@ -35,6 +36,8 @@ export interface CommerceErrorInit {
   statusCode?: number | null;
   requestId?: string | null;
   rateLimit?: RateLimitInfo | null;
+  /** The error response's body: parsed JSON, or its text when it was not JSON. */
+  body?: unknown;
   cause?: unknown;
 }
 
@@ -85,8 +88,23 @@ export class APIConnectionError extends CommerceError {}
 /** The request timed out (see the client's `timeoutMs`). */
 export class APITimeoutError extends APIConnectionError {}
 
+/**
+ * The API answered with an error status. `statusCode` is always set; `requestId` is the
+ * response's `X-Request-Id`; `body` is the error body as parsed JSON (the API's
+ * `{"error": {...}}` envelope), or its text when it was not JSON (a proxy's page, say).
+ */
+export class APIStatusError extends CommerceError {
+  declare readonly statusCode: number;
+  readonly body: unknown;
+
+  constructor(message: string, init: CommerceErrorInit = {}) {
+    super(message, init);
+    this.body = init.body ?? null;
+  }
+}
+
 /** The request is malformed or not allowed as sent; `details` names the parameter. */
-export class InvalidRequestError extends CommerceError {}
+export class InvalidRequestError extends APIStatusError {}
 
 /** 409: the request conflicts with the current state (stock, order status, or a request with
  * the same `Idempotency-Key` still in flight). */
@@ -96,16 +114,16 @@ export class ConflictError extends InvalidRequestError {}
 export class IdempotencyError extends InvalidRequestError {}
 
 /** 401 or 403: the key is missing, invalid, revoked, or lacks the role. */
-export class AuthenticationError extends CommerceError {}
+export class AuthenticationError extends APIStatusError {}
 
 /** 403: the key is valid but may not do this (a client key on an admin endpoint). */
 export class PermissionDeniedError extends AuthenticationError {}
 
 /** 404: no such resource (or it belongs to another account). */
-export class NotFoundError extends CommerceError {}
+export class NotFoundError extends APIStatusError {}
 
 /** 429: the account's quota for this window is spent. */
-export class RateLimitError extends CommerceError {
+export class RateLimitError extends APIStatusError {
   /** Seconds to wait before retrying (the `Retry-After` header), when given. */
   readonly retryAfter: number | null;
 
@@ -116,12 +134,12 @@ export class RateLimitError extends CommerceError {
 }
 
 /** 5xx: something failed on the server's side; `requestId` helps the operator. */
-export class ServerError extends CommerceError {}
+export class ServerError extends APIStatusError {}
 
 /** A webhook delivery is unsigned, its signature does not match, or it is stale. */
 export class WebhookVerificationError extends CommerceError {}
 
-type ErrorClass = new (message: string, init?: CommerceErrorInit) => CommerceError;
+type ErrorClass = new (message: string, init?: CommerceErrorInit) => APIStatusError;
 
 function classForStatus(status: number): ErrorClass {
   if (status === 401) return AuthenticationError;
@@ -179,12 +197,19 @@ export function isIdempotencyInFlight(status: number, body: string): boolean {
 }
 
 /** The error for a non-2xx response whose body was `body`. */
-export function errorFromResponse(response: Response, body: string): CommerceError {
+export function errorFromResponse(response: Response, body: string): APIStatusError {
   const { code, message, details } = errorEnvelope(body);
   const status = response.status;
+  let parsed: unknown = body;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    // not JSON: keep the text
+  }
   const init: CommerceErrorInit = {
     code,
     details,
+    body: parsed,
     statusCode: status,
     requestId: response.headers.get("x-request-id"),
     rateLimit: rateLimitFromHeaders(response.headers),

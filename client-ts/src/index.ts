@@ -23,6 +23,7 @@ export {
 } from "./client.js";
 export {
   APIConnectionError,
+  APIStatusError,
   APITimeoutError,
   AuthenticationError,
   CommerceError,

@@ -94,10 +94,17 @@ const ORDER_EVENT_TYPES: ReadonlySet<string> = new Set<EventType>([
   "order.canceled",
 ]);
 
-/** True for `order.created`, `order.fulfilled` and `order.canceled`: then `event.data` is an
- * {@link Order}. */
+/** True for `order.created`, `order.fulfilled` and `order.canceled` whose `data` reads as an
+ * order (an object with a string `id` and `status`): then `event.data` is an {@link Order}. */
 export function isOrderEvent<E extends Event>(event: E): event is E & OrderEvent {
-  return ORDER_EVENT_TYPES.has(event.type);
+  const data = event.data as Record<string, unknown> | null;
+  return (
+    ORDER_EVENT_TYPES.has(event.type) &&
+    typeof data === "object" &&
+    data !== null &&
+    typeof data.id === "string" &&
+    typeof data.status === "string"
+  );
 }
 
 // --- Compile-time checks against the generated types -----------------------------------------

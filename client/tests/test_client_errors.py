@@ -5,6 +5,7 @@ from client_testing import MockAPI, product_json
 
 import commerce_client
 from commerce_client import (
+    APIStatusError,
     AuthenticationError,
     CommerceError,
     ConflictError,
@@ -51,19 +52,25 @@ def test_every_status_maps_to_its_error(
     assert error.request_id == "req_abc"
     assert error.rate_limit is not None
     assert error.rate_limit.limit == 1000
+    assert isinstance(error, APIStatusError)
+    assert error.body == {
+        "error": {"code": code, "message": "Say what to do.", "details": "customer_id"}
+    }
 
 
 def test_the_error_tree_is_the_documented_one() -> None:
+    assert issubclass(APIStatusError, CommerceError)
     for cls in (
         InvalidRequestError,
         AuthenticationError,
         NotFoundError,
         RateLimitError,
         ServerError,
-        commerce_client.APIConnectionError,
-        commerce_client.WebhookVerificationError,
     ):
-        assert issubclass(cls, CommerceError)
+        assert issubclass(cls, APIStatusError)
+    for other in (commerce_client.APIConnectionError, commerce_client.WebhookVerificationError):
+        assert issubclass(other, CommerceError)
+        assert not issubclass(other, APIStatusError)
     assert issubclass(ConflictError, InvalidRequestError)
     assert issubclass(IdempotencyError, InvalidRequestError)
     assert issubclass(PermissionDeniedError, AuthenticationError)
@@ -96,6 +103,7 @@ def test_an_error_without_the_envelope_still_maps_by_status(sleeps: list[float])
         client.products.get("prod_1")
     assert caught.value.code is None
     assert caught.value.message == "The API answered 502 Bad Gateway."
+    assert caught.value.body == "<html>Bad gateway</html>"  # the text, as it was not JSON
 
 
 def test_str_of_an_error_names_status_code_details_and_request_id() -> None:

@@ -140,10 +140,57 @@ def test_a_malformed_secret_is_a_value_error() -> None:
         verify_webhook(PAYLOAD, signed_headers(), "whsec_not base64!")
 
 
-def test_a_signed_body_that_is_not_an_event_is_refused() -> None:
-    payload = b'{"hello": "world"}'
-    with pytest.raises(WebhookVerificationError, match="not a Commerce API event"):
+def test_a_signed_body_that_is_not_json_is_refused() -> None:
+    payload = b"<html>hello</html>"
+    with pytest.raises(WebhookVerificationError, match="not JSON"):
         verify_webhook(payload, signed_headers(payload), SECRET)
+
+
+def envelope(type_: str, data: object, **extra: object) -> bytes:
+    return json.dumps(
+        {"id": "evt_1", "type": type_, "created_at": "2026-11-21T08:12:41.123Z", "data": data}
+        | extra
+    ).encode()
+
+
+def test_an_unknown_event_type_verifies_into_a_generic_event() -> None:
+    """A future kind (here ``order.refunded``, whose data is no order) must never fail
+    verification: the receiver ignores it and answers 2xx."""
+    payload = envelope("order.refunded", {"id": "ord_1", "amount": "5.00"})
+    event = verify_webhook(payload, signed_headers(payload), SECRET)
+    assert (event.id, event.type) == ("evt_1", "order.refunded")
+    assert event.created_at == datetime(2026, 11, 21, 8, 12, 41, 123000, tzinfo=UTC)
+    assert event.data == {"id": "ord_1", "amount": "5.00"}
+
+
+def test_unknown_fields_are_ignored_and_the_order_is_still_typed() -> None:
+    order = order_json(status="fulfilled") | {"loyalty_points": 12}
+    payload = envelope("order.fulfilled", order, api_version="2027-01-01")
+    event = verify_webhook(payload, signed_headers(payload), SECRET)
+    assert isinstance(event.data, Order)
+    assert event.data.status == "fulfilled"
+
+
+def test_missing_optional_fields_still_give_a_typed_order() -> None:
+    order = {k: v for k, v in order_json().items() if k not in {"fulfilled_at", "canceled_at"}}
+    payload = envelope("order.created", order)
+    event = verify_webhook(payload, signed_headers(payload), SECRET)
+    assert isinstance(event.data, Order)
+    assert event.data.fulfilled_at is None
+
+
+def test_a_known_type_whose_data_is_not_an_order_gives_the_raw_data() -> None:
+    payload = envelope("order.canceled", {"id": "ord_1"})
+    event = verify_webhook(payload, signed_headers(payload), SECRET)
+    assert event.data == {"id": "ord_1"}
+
+
+def test_an_envelope_missing_fields_falls_back_to_the_headers() -> None:
+    payload = b'{"hello": "world"}'
+    headers = signed_headers(payload)
+    event = verify_webhook(payload, headers, SECRET)
+    assert (event.id, event.type, event.data) == ("evt_1", "", {})
+    assert event.created_at == datetime.fromtimestamp(int(headers["webhook-timestamp"]), UTC)
 
 
 def test_webhook_verification_error_is_a_commerce_error() -> None:

@@ -28,6 +28,7 @@ describe("package", () => {
       "RateLimitError",
       "ServerError",
       "APIConnectionError",
+      "APIStatusError",
       "APITimeoutError",
       "WebhookVerificationError",
       "Page",
@@ -42,14 +43,15 @@ describe("package", () => {
     assert.equal(parent(lib.CommerceError), Error);
     assert.equal(parent(lib.APIConnectionError), lib.CommerceError);
     assert.equal(parent(lib.APITimeoutError), lib.APIConnectionError);
-    assert.equal(parent(lib.InvalidRequestError), lib.CommerceError);
+    assert.equal(parent(lib.APIStatusError), lib.CommerceError);
+    assert.equal(parent(lib.InvalidRequestError), lib.APIStatusError);
     assert.equal(parent(lib.ConflictError), lib.InvalidRequestError);
     assert.equal(parent(lib.IdempotencyError), lib.InvalidRequestError);
-    assert.equal(parent(lib.AuthenticationError), lib.CommerceError);
+    assert.equal(parent(lib.AuthenticationError), lib.APIStatusError);
     assert.equal(parent(lib.PermissionDeniedError), lib.AuthenticationError);
-    assert.equal(parent(lib.NotFoundError), lib.CommerceError);
-    assert.equal(parent(lib.RateLimitError), lib.CommerceError);
-    assert.equal(parent(lib.ServerError), lib.CommerceError);
+    assert.equal(parent(lib.NotFoundError), lib.APIStatusError);
+    assert.equal(parent(lib.RateLimitError), lib.APIStatusError);
+    assert.equal(parent(lib.ServerError), lib.APIStatusError);
     assert.equal(parent(lib.WebhookVerificationError), lib.CommerceError);
     const error = new lib.RateLimitError("slow down", { retryAfter: 3, statusCode: 429 });
     assert.equal(error.name, "RateLimitError");

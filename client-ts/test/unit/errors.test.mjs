@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import {
+  APIStatusError,
   AuthenticationError,
   CommerceError,
   ConflictError,
@@ -35,6 +36,8 @@ describe("error mapping", () => {
       await assert.rejects(client.orders.get("ord_1"), (error) => {
         assert.equal(error.constructor, cls);
         assert.ok(error instanceof CommerceError);
+        assert.ok(error instanceof APIStatusError);
+        assert.deepEqual(error.body, { error: { code, message: `msg ${status}`, details: "customer_id" } });
         assert.equal(error.name, cls.name);
         assert.equal(error.code, code);
         assert.equal(error.message, `msg ${status}`);

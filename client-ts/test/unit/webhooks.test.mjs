@@ -153,12 +153,41 @@ describe("verifyWebhook", () => {
     await assert.rejects(verifyWebhook(body, fresh(), "whsec_"), TypeError);
   });
 
-  test("a signed body that is not an event is refused", async () => {
-    for (const other of ["[1,2]", "not json", JSON.stringify({ id: "evt_1", type: "order.created", created_at: "x", data: {} })]) {
-      const timestamp = String(Math.floor(Date.now() / 1000));
-      const headers = { "webhook-id": "m", "webhook-timestamp": timestamp, "webhook-signature": sign(secret, "m", timestamp, other) };
-      await rejectsVerification(verifyWebhook(other, headers, secret), /not (JSON|a Commerce API event)/);
+  function signedFor(other, id = "m") {
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    return { "webhook-id": id, "webhook-timestamp": timestamp, "webhook-signature": sign(secret, id, timestamp, other) };
+  }
+
+  test("a signed body that is not JSON is refused", async () => {
+    for (const other of ["not json", "<html></html>"]) {
+      await rejectsVerification(verifyWebhook(other, signedFor(other), secret), /not JSON/);
     }
+  });
+
+  test("verification never fails on the event's shape", async () => {
+    // A future kind whose data is no order, a known kind whose data is not an order, an
+    // envelope with missing fields, a JSON array: each verifies into a generic event.
+    const refunded = JSON.stringify({ id: "evt_3", type: "order.refunded", created_at: "2026-01-15T12:00:00Z", data: { id: "ord_1", amount: "5.00" } });
+    let event = await verifyWebhook(refunded, signedFor(refunded, "evt_3"), secret);
+    assert.deepEqual([event.id, event.type, isOrderEvent(event)], ["evt_3", "order.refunded", false]);
+    assert.deepEqual(event.data, { id: "ord_1", amount: "5.00" });
+
+    const thin = JSON.stringify({ id: "evt_4", type: "order.canceled", created_at: "2026-01-15T12:00:00Z", data: { id: "ord_1" } });
+    event = await verifyWebhook(thin, signedFor(thin), secret);
+    assert.equal(isOrderEvent(event), false);
+
+    const headers = signedFor("[1,2]", "evt_5");
+    event = await verifyWebhook("[1,2]", headers, secret);
+    assert.deepEqual([event.id, event.type, event.data], ["evt_5", "", {}]);
+    assert.equal(event.created_at, new Date(Number(headers["webhook-timestamp"]) * 1000).toISOString());
+  });
+
+  test("unknown fields are kept and the order is still an order", async () => {
+    const fixture = JSON.parse(FIXTURE.body);
+    const extended = JSON.stringify({ ...fixture, api_version: "2027-01-01", data: { ...fixture.data, loyalty_points: 12 } });
+    const event = await verifyWebhook(extended, signedFor(extended), secret);
+    assert.ok(isOrderEvent(event));
+    assert.equal(event.data.loyalty_points, 12);
   });
 
   test("events of unknown types are returned with their data as sent", async () => {

@@ -12,6 +12,7 @@ See the README for every resource, errors, retries and webhooks.
 from commerce_client._client import BASE_URLS, AsyncClient, Client
 from commerce_client._errors import (
     APIConnectionError,
+    APIStatusError,
     APITimeoutError,
     AuthenticationError,
     CommerceError,
@@ -51,6 +52,7 @@ __all__ = [
     "BASE_URLS",
     "NOT_GIVEN",
     "APIConnectionError",
+    "APIStatusError",
     "APITimeoutError",
     "Address",
     "AsyncClient",

@@ -3,15 +3,16 @@
     CommerceError                      code, message, details, status_code, request_id, rate_limit
     ├── APIConnectionError             no response: DNS, refused connection, reset, timeout
     │   └── APITimeoutError            the request timed out
-    ├── InvalidRequestError            400, 405, 413, 415 and any other 4xx not listed below
-    │   ├── ConflictError              409: out of stock, illegal status change, or a request
-    │   │                                   with the same Idempotency-Key still in flight
-    │   └── IdempotencyError           422: Idempotency-Key reused with a different request
-    ├── AuthenticationError            401: missing, unknown or revoked key
-    │   └── PermissionDeniedError      403: a valid key without the right role
-    ├── NotFoundError                  404
-    ├── RateLimitError                 429, with retry_after (seconds)
-    ├── ServerError                    5xx
+    ├── APIStatusError                 the API answered 4xx/5xx: status_code, request_id, body
+    │   ├── InvalidRequestError        400, 405, 413, 415 and any other 4xx not listed below
+    │   │   ├── ConflictError          409: out of stock, illegal status change, or a request
+    │   │   │                               with the same Idempotency-Key still in flight
+    │   │   └── IdempotencyError       422: Idempotency-Key reused with a different request
+    │   ├── AuthenticationError        401: missing, unknown or revoked key
+    │   │   └── PermissionDeniedError  403: a valid key without the right role
+    │   ├── NotFoundError              404
+    │   ├── RateLimitError             429, with retry_after (seconds)
+    │   └── ServerError                5xx
     └── WebhookVerificationError       verify_webhook(): unsigned, tampered or stale delivery
 
 ``code`` is the API's error code (``invalid_request``, ``unauthorized``, ``not_found``,
@@ -33,6 +34,7 @@ from commerce_client.types.rate_limit import RateLimitInfo
 
 __all__ = [
     "APIConnectionError",
+    "APIStatusError",
     "APITimeoutError",
     "AuthenticationError",
     "CommerceError",
@@ -92,7 +94,19 @@ class APITimeoutError(APIConnectionError):
     """The request timed out (see the client's ``timeout``)."""
 
 
-class InvalidRequestError(CommerceError):
+class APIStatusError(CommerceError):
+    """The API answered with an error status. ``status_code`` is always set; ``request_id`` is
+    the response's ``X-Request-Id``; ``body`` is the error body as parsed JSON (the API's
+    ``{"error": {...}}`` envelope), or its text when it was not JSON (a proxy's page, say)."""
+
+    status_code: int
+
+    def __init__(self, message: str, *, status_code: int, body: Any = None, **kwargs: Any) -> None:
+        super().__init__(message, status_code=status_code, **kwargs)
+        self.body = body
+
+
+class InvalidRequestError(APIStatusError):
     """The request is malformed or not allowed as sent; ``details`` names the parameter."""
 
 
@@ -105,7 +119,7 @@ class IdempotencyError(InvalidRequestError):
     """422: the ``Idempotency-Key`` was already used with a different request."""
 
 
-class AuthenticationError(CommerceError):
+class AuthenticationError(APIStatusError):
     """401 or 403: the key is missing, invalid, revoked, or lacks the role."""
 
 
@@ -113,11 +127,11 @@ class PermissionDeniedError(AuthenticationError):
     """403: the key is valid but may not do this (a client key on an admin endpoint)."""
 
 
-class NotFoundError(CommerceError):
+class NotFoundError(APIStatusError):
     """404: no such resource (or it belongs to another account)."""
 
 
-class RateLimitError(CommerceError):
+class RateLimitError(APIStatusError):
     """429: the account's quota for this window is spent."""
 
     def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
@@ -126,7 +140,7 @@ class RateLimitError(CommerceError):
         """Seconds to wait before retrying (the ``Retry-After`` header), when given."""
 
 
-class ServerError(CommerceError):
+class ServerError(APIStatusError):
     """5xx: something failed on the server's side; ``request_id`` helps the operator."""
 
 
@@ -134,7 +148,7 @@ class WebhookVerificationError(CommerceError):
     """A webhook delivery is unsigned, its signature does not match, or it is stale."""
 
 
-def _class_for_status(status: int) -> type[CommerceError]:
+def _class_for_status(status: int) -> type[APIStatusError]:
     if status == 401:
         return AuthenticationError
     if status == 403:
@@ -182,7 +196,14 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, seconds) if seconds == seconds else None  # NaN is not a delay
 
 
-def error_from_response(response: httpx.Response) -> CommerceError:
+def _body(response: httpx.Response) -> Any:
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return response.text
+
+
+def error_from_response(response: httpx.Response) -> APIStatusError:
     """The exception for a non-2xx response."""
     code, message, details = error_envelope(response)
     status = response.status_code
@@ -190,6 +211,7 @@ def error_from_response(response: httpx.Response) -> CommerceError:
         "code": code,
         "details": details,
         "status_code": status,
+        "body": _body(response),
         "request_id": response.headers.get("x-request-id"),
         "rate_limit": RateLimitInfo.from_headers(response.headers),
     }

@@ -14,6 +14,9 @@ __all__ = ["DeliveryAttempt", "DeliveryStatus", "Event", "EventDelivery", "Event
 
 DeliveryStatus = Literal["pending", "succeeded", "failed"]
 
+ORDER_EVENT_TYPES = frozenset({"order.created", "order.fulfilled", "order.canceled"})
+"""The event types whose ``data`` is an :class:`Order`."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
@@ -24,7 +27,9 @@ class Event:
     type: str
     created_at: datetime
     data: Order | dict[str, Any]
-    """The order for ``order.*`` types; the raw object for types this version does not know."""
+    """The order for the types in ``ORDER_EVENT_TYPES``; the raw object for any other type (one
+    this version of the client does not know, such as a future ``order.refunded``) and for a
+    payload it cannot read as an order. Check with ``isinstance(event.data, Order)``."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -89,10 +94,23 @@ class EventWithDeliveries(Event):
 
 def _event_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     type_: str = data["type"]
-    payload = data["data"]
     return {
         "id": data["id"],
         "type": type_,
         "created_at": _parse.timestamp(data["created_at"]),
-        "data": Order.from_dict(payload) if type_.startswith("order.") else dict(payload),
+        "data": event_data(type_, data["data"]),
     }
+
+
+def event_data(type_: str, payload: Any) -> Order | dict[str, Any]:
+    """An event's ``data``: an :class:`Order` for the order types, read leniently (unknown
+    fields ignored); otherwise, or when it is not an order this version can read, the raw
+    object."""
+    if not isinstance(payload, Mapping):
+        return {"value": payload}
+    if type_ in ORDER_EVENT_TYPES:
+        try:
+            return Order.from_dict(payload)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass  # a shape this version does not know: the receiver still gets the event
+    return dict(payload)
