@@ -27,6 +27,7 @@ from commerce_api.catalog import repository as catalog_repository
 from commerce_api.db import Database
 from commerce_api.middleware import is_storage_full
 from commerce_api.observability.middleware import route_template
+from commerce_api.orders import service as orders_service
 from commerce_api.orders import sqlite_orders
 from commerce_api.settings import Settings
 from commerce_api.tables import webhook_deliveries
@@ -309,15 +310,15 @@ async def test_a_full_disk_is_a_503_with_retry_after_a_log_line_and_a_metric(
     assert listed.json()["pagination"]["total"] == 0  # nothing was written
 
 
-async def test_a_full_disk_while_the_fast_lane_places_an_order_is_a_503(
+async def test_a_full_disk_while_an_order_is_placed_is_a_503(
     db: Database,
     client: httpx.AsyncClient,
     admin_key: str,
     client_key: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if not db.is_sqlite:
-        pytest.skip("the fast lane places orders on SQLite only")
+    """On SQLite through the fast lane's group commit, on PostgreSQL through the order service:
+    the database's "disk full" becomes the 503, with nothing written."""
     created = await client.post(
         "/v1/products",
         headers=bearer(admin_key),
@@ -328,7 +329,14 @@ async def test_a_full_disk_while_the_fast_lane_places_an_order_is_a_503(
     def full(*_args: object, **_kwargs: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(sqlite_orders, "place_order", full)
+    async def full_on_postgres(*_args: object, **_kwargs: object) -> None:
+        disk_full = type("DiskFullError", (Exception,), {"sqlstate": "53100"})()
+        raise sqlalchemy.exc.OperationalError("INSERT INTO orders …", {}, disk_full)
+
+    if db.is_sqlite:
+        monkeypatch.setattr(sqlite_orders, "place_order", full)
+    else:
+        monkeypatch.setattr(orders_service, "create_order", full_on_postgres)
     response = await client.post(
         "/v1/orders",
         headers=bearer(client_key),

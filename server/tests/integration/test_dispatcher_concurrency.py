@@ -33,13 +33,14 @@ from commerce_api.db import Database
 from commerce_api.ids import new_id
 from commerce_api.orders import service as orders
 from commerce_api.orders.schemas import OrderCreate
+from commerce_api.settings import Settings
 from commerce_api.tables import events, webhook_attempts, webhook_deliveries
 from commerce_api.timestamps import utcnow
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import Dispatcher
+from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests.conftest import make_settings
-from tests.webhook_receiver import Receiver, Reply, running_receiver
+from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
 
 DISPATCHERS = 4
 EVENTS = 40
@@ -111,6 +112,17 @@ async def _setup(db: Database, box: SecretBox, database_url: str) -> tuple[Princ
         )
     principal = Principal(key_id=key.id, account_id=account_id, role="client", tier="development")
     return principal, product_id
+
+
+async def _create_endpoint(
+    db: Database, principal: Principal, url: str, settings: Settings, box: SecretBox
+) -> str:
+    data = WebhookEndpointCreate.model_validate({"url": url})
+    checked = await webhooks.check_receiver_url(data.url, settings)
+    async with db.write() as conn:
+        created = await webhooks.create_endpoint(conn, principal, data, checked, settings, box)
+    endpoint_id: str = created["id"]
+    return endpoint_id
 
 
 async def _place_orders(db: Database, principal: Principal, product_id: str, count: int) -> None:
@@ -351,3 +363,56 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
         assert after == deadlocks_before, (
             f"deadlocks detected: {after} (before: {deadlocks_before})"
         )
+
+
+async def test_one_accounts_timing_out_endpoints_do_not_delay_another_account(
+    db: Database, database_url: str
+) -> None:
+    """Account A has 16 endpoints whose receiver never answers in time, and a backlog of their
+    deliveries; account B's events still arrive at once (well within one attempt timeout of
+    their creation): A gets at most half the dispatcher's slots, and each account's oldest
+    delivery is claimed before anyone's second."""
+    timeout = 2.0
+    settings = make_settings(
+        database_url,
+        webhook_retry_schedule=(0, 0, 0),
+        webhook_poll_seconds=0.05,
+        webhook_timeout_seconds=timeout,
+        webhook_allow_private_urls=True,
+    )
+    assert settings.secret_key is not None
+    box = SecretBox(settings.secret_key)
+    hog, hog_product = await _setup(db, box, database_url)
+    other, other_product = await _setup(db, box, database_url)
+    with running_receiver() as receiver:
+        for index in range(settings.webhook_max_endpoints):
+            receiver.reply(f"/slow/{index}", Reply(200, delay=timeout * 3))
+            await _create_endpoint(db, hog, receiver.url(f"/slow/{index}"), settings, box)
+        await _create_endpoint(db, other, receiver.url("/fast"), settings, box)
+        await _place_orders(db, hog, hog_product, 3)  # 48 deliveries that time out
+
+        dispatcher = Dispatcher(settings, db, box)
+        running = asyncio.create_task(dispatcher.run())
+        try:
+            await eventually(
+                lambda: sum(r.path.startswith("/slow/") for r in receiver.requests()) >= 5,
+                within=10,
+                what="the slow endpoints' attempts in flight",
+            )
+            created: list[float] = []
+            for _ in range(3):
+                created.append(time.monotonic())
+                await _place_orders(db, other, other_product, 1)
+                await eventually(
+                    lambda: len(receiver.requests("/fast")) == len(created),
+                    within=timeout * 2,
+                    what="the other account's delivery",
+                )
+                await asyncio.sleep(0.2)
+        finally:
+            dispatcher.stop()
+            await stop_dispatcher(dispatcher, running, grace=0.5)
+        arrivals = [request.arrived_at for request in receiver.requests("/fast")]
+
+    delays = [arrived - sent for arrived, sent in zip(arrivals, created, strict=True)]
+    assert max(delays) < timeout / 2, f"the other account waited {delays} s"

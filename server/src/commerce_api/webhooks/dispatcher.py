@@ -17,6 +17,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +41,9 @@ logger = logging.getLogger("commerce_api.webhooks")
 # Attempts in flight per dispatcher. A dispatcher claims only what it can start at once, so a
 # claim stands for an attempt in progress (see repository.claim_due).
 CONCURRENCY = 10
+# At most this many of them for one account: another account's delivery finds a free slot at
+# once, whatever the first one's endpoints do (slow, failing or numerous).
+ACCOUNT_SHARE = CONCURRENCY // 2
 USER_AGENT = "CommerceAPI-Webhooks/1"
 # On shutdown, attempts in flight get this long to finish before they are abandoned (their
 # deliveries are released and become due again: a receiver may then see one twice, as
@@ -108,6 +112,7 @@ class Dispatcher:
             trust_env=False,
         )
         self._stopping = asyncio.Event()
+        self._busy: Counter[str] = Counter()  # attempts in flight per account
 
     async def run(self) -> None:
         """Deliver until :meth:`stop`: keep up to ``CONCURRENCY`` attempts in flight, claiming
@@ -122,9 +127,7 @@ class Dispatcher:
                 free = CONCURRENCY - len(in_flight)
                 claimed = await self._claim_safely(free) if free else []
                 for row in claimed:
-                    task = asyncio.create_task(
-                        self._attempt(row.event_id, row.endpoint_id, row.attempts)
-                    )
+                    task = asyncio.create_task(self._attempt(row))
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
                 # Every slot busy: wait for one to free up. Else nothing more is due: poll later.
@@ -155,19 +158,26 @@ class Dispatcher:
         """Claim what one dispatcher may attempt at once, attempt it all, and wait; returns how
         many were attempted."""
         claimed = await self._claim(CONCURRENCY)
-        await asyncio.gather(
-            *(self._attempt(row.event_id, row.endpoint_id, row.attempts) for row in claimed)
-        )
+        await asyncio.gather(*(self._attempt(row) for row in claimed))
         return len(claimed)
 
-    async def _claim(self, limit: int) -> list[Any]:
+    async def _claim(self, limit: int) -> list[repository.Claimed]:
         now = utcnow()
         async with self.db.write() as conn:
-            return await repository.claim_due(
-                conn, now=now, until=now + self.lease, token=self.token, limit=limit
+            claimed = await repository.claim_due(
+                conn,
+                now=now,
+                until=now + self.lease,
+                token=self.token,
+                limit=limit,
+                per_account=ACCOUNT_SHARE,
+                busy=self._busy,
             )
+        for row in claimed:
+            self._busy[row.account_id] += 1
+        return claimed
 
-    async def _claim_safely(self, limit: int) -> list[Any]:
+    async def _claim_safely(self, limit: int) -> list[repository.Claimed]:
         try:
             return await self._claim(limit)
         except Exception:
@@ -179,12 +189,17 @@ class Dispatcher:
             async with self.db.write() as conn:
                 await repository.release_claims(conn, self.token, utcnow())
 
-    async def _attempt(self, event_id: str, endpoint_id: str, attempts_before: int) -> None:
+    async def _attempt(self, claimed: repository.Claimed) -> None:
+        event_id, endpoint_id = claimed.event_id, claimed.endpoint_id
         try:
-            await self._attempt_one(event_id, endpoint_id, attempts_before)
+            await self._attempt_one(event_id, endpoint_id, claimed.attempts)
         except Exception:
             # The claim lapses and the delivery is retried; nothing is lost.
             logger.exception("delivery of %s to %s failed unexpectedly", event_id, endpoint_id)
+        finally:
+            self._busy[claimed.account_id] -= 1
+            if not self._busy[claimed.account_id]:
+                del self._busy[claimed.account_id]
 
     async def _attempt_one(self, event_id: str, endpoint_id: str, attempts_before: int) -> None:
         """One attempt; ``attempts_before`` comes with the claim, which pins it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -190,51 +191,117 @@ async def enqueue(
 INTERRUPTED = "Interrupted: the dispatcher stopped before the attempt finished."
 
 
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A delivery a dispatcher claimed: attempt it now."""
+
+    event_id: str
+    endpoint_id: str
+    account_id: str
+    attempts: int  # before this attempt
+
+
+def _due(now: datetime) -> list[ColumnElement[bool]]:
+    return [
+        deliveries.c.status == "pending",
+        deliveries.c.next_attempt_at <= now,
+        or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < now),
+    ]
+
+
 async def claim_due(
-    conn: AsyncConnection, *, now: datetime, until: datetime, token: str, limit: int
-) -> list[Row[Any]]:
+    conn: AsyncConnection,
+    *,
+    now: datetime,
+    until: datetime,
+    token: str,
+    limit: int,
+    per_account: int | None = None,
+    busy: Mapping[str, int] | None = None,
+) -> list[Claimed]:
     """Claim up to ``limit`` due deliveries for one dispatcher until ``until``; the dispatcher
     attempts each at once.
 
-    On PostgreSQL ``FOR UPDATE SKIP LOCKED`` lets several dispatchers claim side by side without
-    waiting on each other; SQLite serialises writers anyway (``BEGIN IMMEDIATE``). A claim that
-    is not completed (the dispatcher died) lapses at ``until`` and the delivery is due again; its
-    next claim records the cut-off attempt as interrupted (see :func:`_record_interrupted`).
+    Fair between accounts: each account's oldest due delivery comes first, then each one's
+    second oldest, and so on, so a newcomer's delivery is never queued behind another
+    account's backlog; and an account gets at most ``per_account`` attempts in flight on this
+    dispatcher, counting the ``busy`` ones it already has. A disabled endpoint's deliveries wait
+    (a deleted one's are claimed, to be closed).
+
+    Candidates are read without locks; the claim then locks them with ``FOR UPDATE SKIP
+    LOCKED`` on PostgreSQL, so several dispatchers claim side by side without waiting on each
+    other (one that loses a race claims fewer this time); SQLite serialises writers anyway
+    (``BEGIN IMMEDIATE``). A claim that is not completed (the dispatcher died) lapses at
+    ``until`` and the delivery is due again; its next claim records the cut-off attempt as
+    interrupted (see :func:`_record_interrupted`).
     """
-    # A disabled endpoint's deliveries wait (a deleted one's are claimed, to be closed). Not a
-    # join: FOR UPDATE would lock the endpoint rows too.
-    attemptable = select(endpoints.c.id).where(
-        or_(endpoints.c.enabled.is_(True), endpoints.c.deleted_at.is_not(None))
+    busy = busy or {}
+    rank = (
+        func.row_number()
+        .over(
+            partition_by=endpoints.c.account_id,
+            order_by=(deliveries.c.next_attempt_at, deliveries.c.event_id),
+        )
+        .label("rank")
     )
-    due = (
+    candidates = (
         select(
             deliveries.c.event_id,
             deliveries.c.endpoint_id,
-            deliveries.c.claim_token,
-            deliveries.c.claimed_at,
+            deliveries.c.next_attempt_at,
+            endpoints.c.account_id,
+            rank,
         )
-        .where(
-            deliveries.c.status == "pending",
-            deliveries.c.next_attempt_at <= now,
-            or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < now),
-            deliveries.c.endpoint_id.in_(attemptable),
-        )
-        .order_by(deliveries.c.next_attempt_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
+        .select_from(deliveries.join(endpoints, endpoints.c.id == deliveries.c.endpoint_id))
+        .where(*_due(now), or_(endpoints.c.enabled.is_(True), endpoints.c.deleted_at.is_not(None)))
+        .subquery()
     )
-    rows = (await conn.execute(due)).all()
-    if not rows:
+    query = select(candidates).order_by(
+        candidates.c.rank, candidates.c.next_attempt_at, candidates.c.event_id
+    )
+    if per_account is not None:
+        query = query.where(candidates.c.rank <= per_account)
+    # Enough to fill ``limit`` after skipping what busy accounts have no room for.
+    rows = (await conn.execute(query.limit(limit + sum(busy.values())))).all()
+    taken: dict[str, int] = dict(busy)
+    chosen: dict[tuple[str, str], str] = {}
+    for row in rows:
+        if per_account is not None and taken.get(row.account_id, 0) >= per_account:
+            continue
+        taken[row.account_id] = taken.get(row.account_id, 0) + 1
+        chosen[(row.event_id, row.endpoint_id)] = row.account_id
+        if len(chosen) == limit:
+            break
+    if not chosen:
         return []
-    await _record_interrupted(conn, [row for row in rows if row.claim_token is not None], now)
-    keys = [(row.event_id, row.endpoint_id) for row in rows]
+    key = tuple_(deliveries.c.event_id, deliveries.c.endpoint_id)
+    locked = (
+        await conn.execute(
+            select(
+                deliveries.c.event_id,
+                deliveries.c.endpoint_id,
+                deliveries.c.claim_token,
+                deliveries.c.claimed_at,
+            )
+            .where(key.in_(list(chosen)), *_due(now))
+            .with_for_update(skip_locked=True)
+        )
+    ).all()
+    if not locked:
+        return []
+    await _record_interrupted(conn, [row for row in locked if row.claim_token is not None], now)
     result = await conn.execute(
         update(deliveries)
-        .where(tuple_(deliveries.c.event_id, deliveries.c.endpoint_id).in_(keys))
+        .where(key.in_([(row.event_id, row.endpoint_id) for row in locked]))
         .values(claim_token=token, claimed_until=until, claimed_at=now)
         .returning(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.attempts)
     )
-    return list(result.all())
+    return [
+        Claimed(
+            row.event_id, row.endpoint_id, chosen[(row.event_id, row.endpoint_id)], row.attempts
+        )
+        for row in result
+    ]
 
 
 async def _record_interrupted(
