@@ -25,6 +25,7 @@ from commerce_client._errors import (
     ServerError,
     WebhookVerificationError,
 )
+from commerce_client._response import ResponseInfo, WithResponse
 from commerce_client._types import NOT_GIVEN, Environment, NotGiven
 from commerce_client._version import __version__
 from commerce_client.types import (
@@ -80,11 +81,13 @@ __all__ = [
     "ProductListItem",
     "RateLimitError",
     "RateLimitInfo",
+    "ResponseInfo",
     "ServerError",
     "ShippingAddressParam",
     "WebhookEndpoint",
     "WebhookEndpointWithSecret",
     "WebhookVerificationError",
+    "WithResponse",
     "__version__",
     "verify_webhook",
 ]

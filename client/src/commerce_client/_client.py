@@ -6,23 +6,25 @@ differ only in how they send and wait.
 
 from __future__ import annotations
 
+import copy
 import os
 import platform
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, Final, Self, cast, get_args
+from typing import Any, Final, ParamSpec, Self, TypeVar, cast, get_args
 
 import httpx
 
-from commerce_client import _parse, _retry
+from commerce_client import _parse, _response, _retry
 from commerce_client._errors import (
     APIConnectionError,
     APITimeoutError,
     CommerceError,
     error_from_response,
 )
-from commerce_client._types import Environment
+from commerce_client._response import WithResponse
+from commerce_client._types import NOT_GIVEN, Environment, NotGiven
 from commerce_client._version import __version__
 from commerce_client.resources.events import AsyncEvents, Events
 from commerce_client.resources.orders import AsyncOrders, Orders
@@ -45,6 +47,9 @@ DEFAULT_TIMEOUT: Final = 30.0
 
 _USER_AGENT: Final = f"commerce-client/{__version__} python/{platform.python_version()}"
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 def _key_environment(api_key: str) -> Environment | None:
     for environment, prefix in KEY_PREFIXES.items():
@@ -61,8 +66,10 @@ class _BaseClient:
     base_url: str
     max_retries: int
     timeout: float | httpx.Timeout | None
+    extra_headers: Mapping[str, str]
     last_rate_limit: RateLimitInfo | None
-    """``X-RateLimit-*`` of the last response received (an error's too), or None before any."""
+    """``X-RateLimit-*`` of the last response received (an error's too), or None before any.
+    Shared by every call on this client: for one call's figures, use :meth:`with_response`."""
 
     def __init__(
         self,
@@ -105,7 +112,40 @@ class _BaseClient:
         self.base_url = url
         self.max_retries = max_retries
         self.timeout = timeout
+        self.extra_headers = {}
         self.last_rate_limit = None
+
+    def with_options(
+        self,
+        *,
+        timeout: float | httpx.Timeout | NotGiven | None = NOT_GIVEN,
+        max_retries: int | NotGiven = NOT_GIVEN,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Self:
+        """A copy of this client with other settings, for one call or a few::
+
+            client.with_options(timeout=5, max_retries=0).orders.get(order_id)
+
+        It shares this client's connections (closing it closes nothing). ``extra_headers``
+        are sent with every request, after the client's own (``Idempotency-Key`` is set per
+        call with ``idempotency_key=``; ``Authorization`` cannot be replaced)."""
+        clone = copy.copy(self)
+        if not isinstance(timeout, NotGiven):
+            clone.timeout = timeout
+        if not isinstance(max_retries, NotGiven):
+            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+                raise ValueError(f"max_retries must be an integer >= 0, not {max_retries!r}.")
+            clone.max_retries = max_retries
+        if extra_headers:
+            clone.extra_headers = {**self.extra_headers, **extra_headers}
+        clone._owns_http = False
+        clone._bind_resources()
+        return clone
+
+    _owns_http: bool
+
+    def _bind_resources(self) -> None:
+        raise NotImplementedError
 
     def __repr__(self) -> str:  # never show the key
         return (
@@ -122,9 +162,10 @@ class _BaseClient:
         idempotency_key: str | None,
     ) -> httpx.Request:
         headers = {
-            "Authorization": f"Bearer {self.api_key}",
             "Accept": "application/json",
             "User-Agent": _USER_AGENT,
+            **self.extra_headers,
+            "Authorization": f"Bearer {self.api_key}",
         }
         if method == "POST":
             # One key per call, reused by every retry of it: what makes retrying a POST safe.
@@ -143,9 +184,10 @@ class _BaseClient:
     def _note_rate_limit(self, response: httpx.Response) -> None:
         self.last_rate_limit = RateLimitInfo.from_headers(response.headers)
 
-    def _read(self, response: httpx.Response) -> Any:
+    def _read(self, response: httpx.Response, retries: int) -> Any:
         """The decoded body of a response, or the error it stands for."""
         self._note_rate_limit(response)
+        _response.note(response, retries)
         if response.is_success:
             if response.status_code == 204 or not response.content:
                 return None
@@ -218,10 +260,30 @@ class Client(_BaseClient):
         )
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.Client()
+        self._bind_resources()
+
+    def _bind_resources(self) -> None:
         self.products = Products(self)
         self.orders = Orders(self)
         self.webhook_endpoints = WebhookEndpoints(self)
         self.events = Events(self)
+
+    def with_response(
+        self, method: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> WithResponse[R]:
+        """Call ``method`` (a method of this client's resources) and return its result with the
+        response's status, headers, request id and rate-limit figures::
+
+            result = client.with_response(client.orders.get, order_id)
+            result.data.status, result.response.request_id, result.response.rate_limit
+
+        Safe with concurrent calls (each thread sees only its own). For a method that pages
+        through results (``list_all``), use ``list`` instead."""
+        with _response.capturing() as captured:
+            data = method(*args, **kwargs)
+        if not captured:
+            raise TypeError("with_response() takes a method of this client that calls the API.")
+        return WithResponse(data, captured[-1])
 
     def _request(
         self,
@@ -244,7 +306,7 @@ class Client(_BaseClient):
             else:
                 delay = self._delay_after_response(request, response, retries_done)
                 if delay is None:
-                    return self._read(response)
+                    return self._read(response, retries_done)
                 self._note_rate_limit(response)
                 response.close()
             _retry.sleep(delay)
@@ -298,10 +360,24 @@ class AsyncClient(_BaseClient):
         )
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.AsyncClient()
+        self._bind_resources()
+
+    def _bind_resources(self) -> None:
         self.products = AsyncProducts(self)
         self.orders = AsyncOrders(self)
         self.webhook_endpoints = AsyncWebhookEndpoints(self)
         self.events = AsyncEvents(self)
+
+    async def with_response(
+        self, method: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> WithResponse[R]:
+        """See :meth:`Client.with_response`; safe with concurrent tasks (each sees only its
+        own response)."""
+        with _response.capturing() as captured:
+            data = await method(*args, **kwargs)
+        if not captured:
+            raise TypeError("with_response() takes a method of this client that calls the API.")
+        return WithResponse(data, captured[-1])
 
     async def _request(
         self,
@@ -324,7 +400,7 @@ class AsyncClient(_BaseClient):
             else:
                 delay = self._delay_after_response(request, response, retries_done)
                 if delay is None:
-                    return self._read(response)
+                    return self._read(response, retries_done)
                 self._note_rate_limit(response)
                 await response.aclose()
             await _retry.async_sleep(delay)
