@@ -41,11 +41,37 @@ export interface ClientOptions {
   fetch?: typeof fetch;
 }
 
-/** Per-call options of the methods that send a POST. */
+/** Per-call options: the last argument of every method. */
 export interface RequestOptions {
-  /** Sent as `Idempotency-Key`; generated (a random UUID) when omitted, and reused by every
-   * retry of the call. Pass your own to make a retry across calls or processes safe. */
+  /** For a POST: sent as `Idempotency-Key`; generated (a random UUID) when omitted, and reused
+   * by every retry of the call. Pass your own to make a retry across calls or processes safe. */
   idempotencyKey?: string;
+  /** Milliseconds per attempt of this call (default: the client's `timeoutMs`). */
+  timeoutMs?: number;
+  /** Retries of this call (default: the client's `maxRetries`). */
+  maxRetries?: number;
+  /** Extra request headers (`Authorization` cannot be replaced). */
+  headers?: Record<string, string>;
+  /** Called with the response's metadata when the call's answer arrives (its last attempt,
+   * success or error); see {@link CommerceClient.withResponse}. */
+  onResponse?: (response: ResponseInfo) => void;
+}
+
+/** What the API answered to one call (its last attempt, after any retries). */
+export interface ResponseInfo {
+  status: number;
+  headers: Headers;
+  /** `X-Request-Id`: quote it to the operator. */
+  requestId: string | null;
+  rateLimit: RateLimitInfo | null;
+  /** How many times the call was retried before this answer. */
+  retries: number;
+}
+
+/** A call's result (`data`) with its {@link ResponseInfo} (`response`). */
+export interface WithResponse<T> {
+  data: T;
+  response: ResponseInfo;
 }
 
 type Query = Record<string, string | number | boolean | null | undefined>;
@@ -55,7 +81,7 @@ export type RequestArgs<K extends OperationId> = {
   pathParams?: Operations[K]["pathParams"];
   query?: Operations[K]["query"];
   body?: Operations[K]["body"];
-  idempotencyKey?: string | undefined;
+  options?: RequestOptions;
 };
 
 function processEnv(name: string): string | undefined {
@@ -91,6 +117,20 @@ function expandPath(template: string, ids: readonly unknown[]): string {
   });
   if (index !== ids.length) throw new TypeError(`${template} takes ${index} ids, got ${ids.length}`);
   return path;
+}
+
+function checkedRetries(maxRetries: number): number {
+  if (!Number.isInteger(maxRetries) || maxRetries < 0) {
+    throw new TypeError(`maxRetries must be an integer >= 0, not ${String(maxRetries)}.`);
+  }
+  return maxRetries;
+}
+
+function checkedTimeout(timeoutMs: number): number {
+  if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new TypeError(`timeoutMs must be a number of milliseconds > 0, not ${String(timeoutMs)}.`);
+  }
+  return timeoutMs;
 }
 
 function isTimeout(error: unknown): boolean {
@@ -169,14 +209,8 @@ export class CommerceClient {
     if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
       throw new TypeError(`baseUrl must be an http(s) URL (got ${JSON.stringify(url)}).`);
     }
-    const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
-    if (!Number.isInteger(maxRetries) || maxRetries < 0) {
-      throw new TypeError(`maxRetries must be an integer >= 0, not ${String(maxRetries)}.`);
-    }
-    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-      throw new TypeError(`timeoutMs must be a number of milliseconds > 0, not ${String(timeoutMs)}.`);
-    }
+    const maxRetries = checkedRetries(options.maxRetries ?? DEFAULT_MAX_RETRIES);
+    const timeoutMs = checkedTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const fetchImpl = options.fetch ?? globalThis.fetch;
     if (typeof fetchImpl !== "function") {
       throw new TypeError("No fetch: use Node.js >= 20, or pass { fetch }.");
@@ -206,11 +240,44 @@ export class CommerceClient {
   }
 
   /**
+   * Runs one call and resolves to its result with the response's metadata (status, headers,
+   * request id, rate-limit figures), for that call only, even with other calls in flight:
+   *
+   * ```ts
+   * const { data: order, response } = await client.withResponse((options) => client.orders.get(id, options));
+   * console.log(response.requestId, response.rateLimit?.remaining);
+   * ```
+   *
+   * Pass the `options` it gives you to the method; add your own per-call options as the second
+   * argument (`{ timeoutMs: 2000 }`, say).
+   */
+  async withResponse<T>(
+    call: (options: RequestOptions) => Promise<T>,
+    options: RequestOptions = {},
+  ): Promise<WithResponse<T>> {
+    let captured: ResponseInfo | undefined;
+    const data = await call({
+      ...options,
+      onResponse: (response) => {
+        captured = response;
+        options.onResponse?.(response);
+      },
+    });
+    if (captured === undefined) {
+      throw new TypeError("withResponse() needs a call that passes the given options to a method of this client.");
+    }
+    return { data, response: captured };
+  }
+
+  /**
    * Sends operation `operation` of the API, with retries; resolves to its decoded body.
    * Used by the resources; @internal
    */
   async _request<K extends OperationId>(operation: K, args: RequestArgs<K> = {}): Promise<Operations[K]["response"]> {
     const { method, path } = OPERATIONS[operation];
+    const options = args.options ?? {};
+    const maxRetries = checkedRetries(options.maxRetries ?? this.maxRetries);
+    const timeoutMs = checkedTimeout(options.timeoutMs ?? this.timeoutMs);
     let url = this.baseUrl + expandPath(path, args.pathParams ?? []);
     const query = new URLSearchParams();
     for (const [name, value] of Object.entries((args.query ?? {}) as Query)) {
@@ -218,14 +285,11 @@ export class CommerceClient {
     }
     if ([...query.keys()].length) url += `?${query.toString()}`;
 
-    const headers = new Headers({
-      Authorization: `Bearer ${this.#apiKey}`,
-      Accept: "application/json",
-      "User-Agent": userAgent(),
-    });
+    const headers = new Headers({ Accept: "application/json", "User-Agent": userAgent(), ...options.headers });
+    headers.set("Authorization", `Bearer ${this.#apiKey}`);
     if (method === "POST") {
       // One key per call, reused by every retry of it: what makes retrying a POST safe.
-      headers.set("Idempotency-Key", args.idempotencyKey ?? crypto.randomUUID());
+      headers.set("Idempotency-Key", options.idempotencyKey ?? crypto.randomUUID());
     }
     let body: string | undefined;
     if (args.body !== undefined) {
@@ -238,17 +302,28 @@ export class CommerceClient {
       let response: Response;
       let text: string;
       try {
-        response = await this.#fetch(url, { method, headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
+        response = await this.#fetch(url, { method, headers, body, signal: AbortSignal.timeout(timeoutMs) });
         text = await response.text();
       } catch (error) {
-        if (!repeatable || retriesDone >= this.maxRetries) throw connectionError(error, method, url);
+        if (!repeatable || retriesDone >= maxRetries) throw connectionError(error, method, url);
         await this._sleep(backoffDelayMs(retriesDone));
         continue;
       }
-      this.lastRateLimit = rateLimitFromHeaders(response.headers);
-      if (response.ok) return decode(response, text) as Operations[K]["response"];
-      const delay = repeatable && retriesDone < this.maxRetries ? delayForResponseMs(response, text, retriesDone) : null;
-      if (delay === null) throw errorFromResponse(response, text);
+      const rateLimit = rateLimitFromHeaders(response.headers);
+      this.lastRateLimit = rateLimit;
+      const delay =
+        !response.ok && repeatable && retriesDone < maxRetries ? delayForResponseMs(response, text, retriesDone) : null;
+      if (response.ok || delay === null) {
+        options.onResponse?.({
+          status: response.status,
+          headers: response.headers,
+          requestId: response.headers.get("x-request-id"),
+          rateLimit,
+          retries: retriesDone,
+        });
+        if (response.ok) return decode(response, text) as Operations[K]["response"];
+        throw errorFromResponse(response, text);
+      }
       await this._sleep(delay);
     }
   }

@@ -20,6 +20,8 @@ export {
   KEY_PREFIXES,
   type ClientOptions,
   type RequestOptions,
+  type ResponseInfo,
+  type WithResponse,
 } from "./client.js";
 export {
   APIConnectionError,

@@ -84,6 +84,16 @@ def tour(client: Client) -> None:
         limit = client.last_rate_limit
         print(f"{limit.remaining}/{limit.limit} requests left until {limit.reset_at:%H:%M} UTC")
 
+    # Per-call options, one call's response metadata, and the error every 4xx/5xx shares.
+    quick = client.with_options(timeout=2.0, max_retries=0, extra_headers={"X-Trace": "tour"})
+    print("quick:", quick.products.list(limit=1).pagination.total)
+    result = client.with_response(client.orders.get, order.id)
+    print(f"{result.data.id}: {result.response.status_code}, request {result.response.request_id}")
+    try:
+        client.products.get("prod_missing")
+    except commerce_client.APIStatusError as exc:
+        print(f"{exc.status_code} {exc.request_id}: {exc.body}")
+
 
 async def async_tour(client: AsyncClient) -> None:
     first = await client.products.list(limit=1)
@@ -96,7 +106,8 @@ async def async_tour(client: AsyncClient) -> None:
         items=[{"product_id": product.id, "quantity": 1}],
         shipping_address=ADDRESS,
     )
-    await client.orders.get(order.id)
+    fetched = await client.with_response(client.orders.get, order.id)
+    print("async request id:", fetched.response.request_id)
     await client.orders.list(customer_id="cus_async")
     print("async orders:", [o.id async for o in client.orders.list_all(customer_id="cus_async")])
     await client.orders.cancel(order.id)

@@ -12,8 +12,8 @@ export class Events {
   }
 
   /** One page of events, oldest first; `type` such as `"order.created"`. */
-  async list(params: EventListParams = {}): Promise<Page<Event>> {
-    return new Page<Event>(await this.#client._request("list_events", { query: params }));
+  async list(params: EventListParams = {}, options: RequestOptions = {}): Promise<Page<Event>> {
+    return new Page<Event>(await this.#client._request("list_events", { query: params, options }));
   }
 
   listAll(
@@ -25,12 +25,12 @@ export class Events {
   }
 
   /** One event, with the state of its delivery to each endpoint. */
-  async get(id: string): Promise<EventWithDeliveries> {
-    return this.#client._request("get_event", { pathParams: [id] });
+  async get(id: string, options: RequestOptions = {}): Promise<EventWithDeliveries> {
+    return this.#client._request("get_event", { pathParams: [id], options });
   }
 
   /** Deliver the event again to its endpoints (for example after fixing a receiver). */
   async redeliver(id: string, options: RequestOptions = {}): Promise<EventWithDeliveries> {
-    return this.#client._request("redeliver_event", { pathParams: [id], idempotencyKey: options.idempotencyKey });
+    return this.#client._request("redeliver_event", { pathParams: [id], options });
   }
 }

@@ -22,16 +22,16 @@ export class Orders {
       items: params.items.map((item) => ({ ...item })),
       shipping_address: { ...params.shipping_address },
     };
-    return this.#client._request("create_order", { body, idempotencyKey: options.idempotencyKey });
+    return this.#client._request("create_order", { body, options });
   }
 
-  async get(id: string): Promise<Order> {
-    return this.#client._request("get_order", { pathParams: [id] });
+  async get(id: string, options: RequestOptions = {}): Promise<Order> {
+    return this.#client._request("get_order", { pathParams: [id], options });
   }
 
   /** One page of your orders, oldest first. `limit` defaults to 20 (max 100). */
-  async list(params: OrderListParams = {}): Promise<Page<Order>> {
-    return new Page(await this.#client._request("list_orders", { query: params }));
+  async list(params: OrderListParams = {}, options: RequestOptions = {}): Promise<Page<Order>> {
+    return new Page(await this.#client._request("list_orders", { query: params, options }));
   }
 
   /** Every matching order (`for await`), fetching pages as the iteration reaches them. */
@@ -45,11 +45,11 @@ export class Orders {
 
   /** Cancel a pending order and return its stock (`ConflictError` otherwise). */
   async cancel(id: string, options: RequestOptions = {}): Promise<Order> {
-    return this.#client._request("cancel_order", { pathParams: [id], idempotencyKey: options.idempotencyKey });
+    return this.#client._request("cancel_order", { pathParams: [id], options });
   }
 
   /** Mark a pending order fulfilled: an admin key, or in the sandbox the owning client. */
   async fulfill(id: string, options: RequestOptions = {}): Promise<Order> {
-    return this.#client._request("fulfill_order", { pathParams: [id], idempotencyKey: options.idempotencyKey });
+    return this.#client._request("fulfill_order", { pathParams: [id], options });
   }
 }

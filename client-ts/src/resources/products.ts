@@ -1,6 +1,6 @@
 /** `client.products`: the catalogue (read-only for client keys). */
 
-import type { CommerceClient } from "../client.js";
+import type { CommerceClient, RequestOptions } from "../client.js";
 import { type ListAllOptions, Page, iteratePages, pageSizeOf } from "../pagination.js";
 import type { Product, ProductListItem, ProductListParams } from "../types.js";
 
@@ -12,8 +12,8 @@ export class Products {
   }
 
   /** One page of active products, oldest first. `limit` defaults to 20 (max 100). */
-  async list(params: ProductListParams = {}): Promise<Page<ProductListItem>> {
-    return new Page(await this.#client._request("list_products", { query: params }));
+  async list(params: ProductListParams = {}, options: RequestOptions = {}): Promise<Page<ProductListItem>> {
+    return new Page(await this.#client._request("list_products", { query: params, options }));
   }
 
   /** Every matching product (`for await`), fetching pages as the iteration reaches them. */
@@ -26,7 +26,7 @@ export class Products {
   }
 
   /** One product with its current `inventory_count`; `NotFoundError` if unknown. */
-  async get(id: string): Promise<Product> {
-    return this.#client._request("get_product", { pathParams: [id] });
+  async get(id: string, options: RequestOptions = {}): Promise<Product> {
+    return this.#client._request("get_product", { pathParams: [id], options });
   }
 }

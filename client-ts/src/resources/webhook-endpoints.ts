@@ -24,11 +24,11 @@ export class WebhookEndpoints {
     const body: WebhookEndpointCreateParams = { url: params.url };
     if (params.events !== undefined) body.events = [...params.events];
     if (params.description !== undefined && params.description !== null) body.description = params.description;
-    return this.#client._request("create_webhook_endpoint", { body, idempotencyKey: options.idempotencyKey });
+    return this.#client._request("create_webhook_endpoint", { body, options });
   }
 
-  async list(params: WebhookEndpointListParams = {}): Promise<Page<WebhookEndpoint>> {
-    return new Page(await this.#client._request("list_webhook_endpoints", { query: params }));
+  async list(params: WebhookEndpointListParams = {}, options: RequestOptions = {}): Promise<Page<WebhookEndpoint>> {
+    return new Page(await this.#client._request("list_webhook_endpoints", { query: params, options }));
   }
 
   listAll(options?: ListAllOptions): AsyncGenerator<WebhookEndpoint, void, undefined> {
@@ -36,13 +36,13 @@ export class WebhookEndpoints {
     return iteratePages((offset) => this.list({ limit, offset }));
   }
 
-  async get(id: string): Promise<WebhookEndpoint> {
-    return this.#client._request("get_webhook_endpoint", { pathParams: [id] });
+  async get(id: string, options: RequestOptions = {}): Promise<WebhookEndpoint> {
+    return this.#client._request("get_webhook_endpoint", { pathParams: [id], options });
   }
 
   /** Change the given fields; the others keep their value. `enabled: true` re-enables an
    * endpoint the API disabled; `description: null` clears the description. */
-  async update(id: string, params: WebhookEndpointUpdateParams): Promise<WebhookEndpoint> {
+  async update(id: string, params: WebhookEndpointUpdateParams, options: RequestOptions = {}): Promise<WebhookEndpoint> {
     const body: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(params)) {
       if (value !== undefined) body[name] = Array.isArray(value) ? [...value] : value;
@@ -51,11 +51,12 @@ export class WebhookEndpoints {
     return this.#client._request("update_webhook_endpoint", {
       pathParams: [id],
       body: body as WebhookEndpointUpdate,
+      options,
     });
   }
 
-  async delete(id: string): Promise<void> {
-    await this.#client._request("delete_webhook_endpoint", { pathParams: [id] });
+  async delete(id: string, options: RequestOptions = {}): Promise<void> {
+    await this.#client._request("delete_webhook_endpoint", { pathParams: [id], options });
   }
 
   /** A new signing secret for the endpoint (returned once). For 24 hours deliveries are signed
@@ -63,7 +64,7 @@ export class WebhookEndpoints {
   async rotateSecret(id: string, options: RequestOptions = {}): Promise<WebhookEndpointWithSecret> {
     return this.#client._request("rotate_webhook_endpoint_secret", {
       pathParams: [id],
-      idempotencyKey: options.idempotencyKey,
+      options,
     });
   }
 }
