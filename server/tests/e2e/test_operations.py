@@ -26,7 +26,8 @@ from sqlalchemy import select
 from commerce_api.app import create_app
 from commerce_api.db import Database
 from commerce_api.observability.metrics import RequestMetrics
-from commerce_api.tables import webhook_deliveries
+from commerce_api.tables import webhook_attempts, webhook_deliveries
+from commerce_api.webhooks.repository import INTERRUPTED
 from tests.api.test_rate_limits import redis_test_url, unique_redis_prefix
 from tests.conftest import make_settings
 from tests.e2e.server_process import COMMERCE_API
@@ -285,7 +286,8 @@ async def test_a_worker_on_sigterm_abandons_slow_attempts_releases_its_claims_an
     database_url: str, tmp_path: Path, receiver: Receiver
 ) -> None:
     """The receiver takes longer than the dispatcher's stop grace: the worker does not wait
-    for it, gives the deliveries back (due again, for any dispatcher) and exits 0."""
+    for it, gives the deliveries back (due again, for any dispatcher; the cut-off attempts
+    counted and recorded as interrupted) and exits 0."""
     key, product_id = await client_key_and_product(database_url)
     receiver.reply("/slower", Reply(200, delay=8.0))
     async with in_process_api(database_url) as api:
@@ -309,9 +311,16 @@ async def test_a_worker_on_sigterm_abandons_slow_attempts_releases_its_claims_an
 
     rows = await claimed_deliveries(database_url)
     assert [(row.status, row.attempts, row.claim_token) for row in rows] == [
-        ("pending", 0, None),
-        ("pending", 0, None),
+        ("pending", 1, None),
+        ("pending", 1, None),
     ]
+    db = Database(database_url)
+    try:
+        async with db.read() as conn:
+            recorded = list((await conn.execute(select(webhook_attempts.c.error))).scalars())
+    finally:
+        await db.dispose()
+    assert recorded == [INTERRUPTED, INTERRUPTED]
     log = worker.stderr_path.read_text(encoding="utf-8")
     assert "abandoning them" in log
     assert "webhook dispatcher stopped" in log
