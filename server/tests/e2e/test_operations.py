@@ -317,7 +317,8 @@ async def test_a_worker_on_sigterm_abandons_slow_attempts_releases_its_claims_an
     db = Database(database_url)
     try:
         async with db.read() as conn:
-            recorded = list((await conn.execute(select(webhook_attempts.c.error))).scalars())
+            attempts = await conn.execute(select(webhook_attempts.c.error))
+            recorded = [attempt.error for attempt in attempts]
     finally:
         await db.dispose()
     assert recorded == [INTERRUPTED, INTERRUPTED]
