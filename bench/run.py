@@ -11,6 +11,12 @@ page (a deep offset); a category's last page; ``GET /v1/products/{id}``; ``POST 
 (each request with its own Idempotency-Key). Each runs ``--rounds`` times: the median is
 reported with min-max. The server's resident memory (RSS) is sampled after each scenario.
 
+Webhook delivery: the orders above each make one delivery to a receiver on loopback
+(``bench/receiver.py``, pinned to CPU 1, answering at once). After them one ``commerce-api
+worker`` (one process, its dispatcher, pinned to CPU 0) drains that outbox; its deliveries per
+second, counted by the receiver over ``--duration`` seconds, are reported as a ratio to the
+orders per second of the same run: at least 1 means one process delivers as fast as it sells.
+
 Results: bench/results/latest.{json,md,png} (``--output`` names them), rewritten after each
 backend and size, so an interrupted run keeps what it measured.
 """
@@ -317,6 +323,11 @@ def measure_service(
     )
     scenarios: list[Scenario] = []
 
+    receiver_port = free_port()
+    receiver = [sys.executable, str(ROOT / "bench" / "receiver.py"), str(receiver_port)]
+    env["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
+    receiver_url = f"http://127.0.0.1:{receiver_port}"
+
     def serve(port: int, **extra: str) -> AbstractContextManager[int]:
         command = [str(BIN / "commerce-api"), "serve", "--port", str(port), "--no-dispatcher"]
         return process(pinned(0, command), {**env, **extra}, port)
@@ -331,14 +342,18 @@ def measure_service(
         scenarios.append(scenario)
 
     port = free_port()
-    with serve(port) as pid:
+    with process(pinned(1, receiver), env, receiver_port), serve(port) as pid:
         base = f"http://127.0.0.1:{port}"
         wait_for_snapshot(base, auth, reads[1][1])
         list_body = httpx.get(base + reads[0][1], headers=auth).content
         detail_body = httpx.get(base + reads[3][1], headers=auth).content
         for name, path in reads:
             run(name, base + path, auth, pid)
+        endpoint = {"url": receiver_url + "/hook", "events": ["order.created"]}
+        httpx.post(base + "/v1/webhook_endpoints", headers=auth, json=endpoint).raise_for_status()
         run("create order", base + "/v1/orders", auth, pid, str(script))
+    with process(pinned(1, receiver), env, receiver_port):
+        scenarios.append(drain_outbox(backend, products, env, receiver_url, args))
     port = free_port()
     with serve(port, COMMERCE_RATE_LIMIT_ENABLED="false") as pid:
         base = f"http://127.0.0.1:{port}"
@@ -363,6 +378,37 @@ def measure_service(
     return scenarios
 
 
+def drain_outbox(
+    backend: str, products: int, env: dict[str, str], receiver_url: str, args: argparse.Namespace
+) -> Scenario:
+    """One ``commerce-api worker`` delivering the backlog the orders left: deliveries/s over
+    ``--duration`` seconds per round, counted by the receiver."""
+    scenario = Scenario(backend, products, "deliver webhooks (one worker)", "outbox")
+    command = pinned(0, [str(BIN / "commerce-api"), "worker"])
+    quiet = subprocess.DEVNULL
+    worker = subprocess.Popen(command, env=env, stdout=quiet, stderr=quiet)  # noqa: S603
+
+    def delivered() -> int:
+        return int(httpx.get(receiver_url + "/count", timeout=5).text)
+
+    try:
+        time.sleep(2)  # warm-up: the worker starts and claims its first batches
+        for _ in range(args.rounds):
+            before, started = delivered(), time.monotonic()
+            time.sleep(args.duration)
+            after, elapsed = delivered(), time.monotonic() - started
+            if after == before:
+                raise RuntimeError("the worker delivered nothing (an empty outbox?)")
+            scenario.runs.append(Run((after - before) / elapsed, 0.0, 0.0, 0, rss_mb(worker.pid)))
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    return scenario
+
+
 def wait_for_snapshot(base: str, auth: dict[str, str], probe: str) -> None:
     """Let the catalogue snapshot build before measuring (bounded): the deep-offset page is
     slow from the database and fast from the snapshot."""
@@ -377,9 +423,14 @@ def wait_for_snapshot(base: str, auth: dict[str, str], probe: str) -> None:
 
 
 def ceiling_of(scenario: Scenario, scenarios: list[Scenario]) -> Scenario | None:
-    ceiling_name = (
-        "ceiling: product bytes" if "by id" in scenario.name else "ceiling: list page bytes"
-    )
+    """What a scenario is measured against: the ceiling app answering the same bytes; for the
+    delivery scenario, the orders per second of the same run."""
+    if scenario.name.startswith("deliver"):
+        ceiling_name = "create order"
+    elif "by id" in scenario.name:
+        ceiling_name = "ceiling: product bytes"
+    else:
+        ceiling_name = "ceiling: list page bytes"
     for other in scenarios:
         if (other.backend, other.products, other.name) == (
             scenario.backend,
@@ -433,6 +484,12 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
             f"{shown} | "
             f"{s.median('rss_mb'):.0f} | {sum(r.non_2xx for r in s.runs)} |"
         )
+    lines += [
+        "",
+        "The delivery row is deliveries/s of one worker draining the orders' outbox to a "
+        "receiver that answers at once; its ratio is to the create-order row (x orders/s), "
+        "not to a ceiling.",
+    ]
     text = "\n".join(lines)
     if final:
         print(text)

@@ -976,3 +976,24 @@ async def test_a_private_url_is_refused_at_delivery_when_the_policy_forbids_it(
     assert reason in attempt.error
     delivery = await world.delivery(event_id, endpoint_id)
     assert (delivery.status, delivery.attempts) == ("pending", 1)
+
+
+async def test_one_accounts_backlog_is_drained_without_waiting_for_the_poll(
+    world: World, receiver: Receiver
+) -> None:
+    """60 due deliveries of one account: the dispatcher keeps claiming as attempts finish
+    (the account's share of the slots is not "nothing due"), never idling a poll interval
+    while work waits."""
+    await world.endpoint(receiver.url("/hook"))  # deliveries verified at teardown
+    for _ in range(60):
+        await world.order()
+    dispatcher = world.dispatcher(webhook_poll_seconds=2.0)
+    started = time.monotonic()
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await eventually(lambda: len(receiver.requests()) == 60, within=30, what="60 deliveries")
+    finally:
+        dispatcher.stop()
+        await asyncio.wait_for(task, timeout=10)
+    elapsed = time.monotonic() - started
+    assert elapsed < 4.0, f"60 deliveries took {elapsed:.1f} s with a 2 s poll interval"

@@ -40,10 +40,15 @@ logger = logging.getLogger("commerce_api.webhooks")
 
 # Attempts in flight per dispatcher. A dispatcher claims only what it can start at once, so a
 # claim stands for an attempt in progress (see repository.claim_due).
-CONCURRENCY = 10
-# At most this many of them for one account: another account's delivery finds a free slot at
-# once, whatever the first one's endpoints do (slow, failing or numerous).
-ACCOUNT_SHARE = CONCURRENCY // 2
+CONCURRENCY = 20
+# Claims are made CLAIM_BATCH at a time, at least (or when nothing is in flight): every claim is
+# a write transaction, and one per finished attempt would double the dispatcher's commits.
+CLAIM_BATCH = 5
+# At most this many attempts in flight for one account: another account's delivery always
+# finds CLAIM_BATCH free slots, whatever the first one's endpoints do (slow, failing, many).
+ACCOUNT_SHARE = CONCURRENCY - CLAIM_BATCH
+# After a claim that found less than it asked for, the next waits at least this long.
+CLAIM_INTERVAL_SECONDS = 0.02
 USER_AGENT = "CommerceAPI-Webhooks/1"
 # On shutdown, attempts in flight get this long to finish before they are abandoned (their
 # deliveries are released and become due again: a receiver may then see one twice, as
@@ -125,18 +130,25 @@ class Dispatcher:
         try:
             while not self._stopping.is_set():
                 free = CONCURRENCY - len(in_flight)
-                claimed = await self._claim_safely(free) if free else []
+                worth_it = free >= CLAIM_BATCH or not in_flight
+                claimed = await self._claim_safely(free) if worth_it else []
                 for row in claimed:
                     task = asyncio.create_task(self._attempt(row))
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
-                # Every slot busy: wait for one to free up. Else nothing more is due: poll later.
-                full = len(in_flight) >= CONCURRENCY
+                if worth_it and len(claimed) == free:
+                    continue  # every free slot filled: more may be due
+                # Less than asked for (none due, or every slot busy, or the accounts with due
+                # deliveries at their share): claim again once an attempt has finished (it
+                # frees a slot, or its account's share) and a claim interval has passed, or
+                # after the poll interval.
                 await asyncio.wait(
-                    {*in_flight, stopping} if full else {stopping},
-                    timeout=None if full else self.settings.webhook_poll_seconds,
+                    {*in_flight, stopping},
+                    timeout=self.settings.webhook_poll_seconds,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
+                if in_flight and not self._stopping.is_set():
+                    await asyncio.sleep(CLAIM_INTERVAL_SECONDS)
         finally:
             stopping.cancel()
             try:
@@ -172,6 +184,7 @@ class Dispatcher:
                 limit=limit,
                 per_account=ACCOUNT_SHARE,
                 busy=self._busy,
+                batch=CLAIM_BATCH,
             )
         for row in claimed:
             self._busy[row.account_id] += 1

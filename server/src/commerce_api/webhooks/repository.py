@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, tuple_, union, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -191,6 +191,9 @@ async def enqueue(
 INTERRUPTED = "Interrupted: the dispatcher stopped before the attempt finished."
 
 
+CLAIM_WINDOW = 200  # due deliveries read from each end of the backlog per claim (see claim_due)
+
+
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """A delivery a dispatcher claimed: attempt it now."""
@@ -218,6 +221,7 @@ async def claim_due(
     limit: int,
     per_account: int | None = None,
     busy: Mapping[str, int] | None = None,
+    batch: int = 1,
 ) -> list[Claimed]:
     """Claim up to ``limit`` due deliveries for one dispatcher until ``until``; the dispatcher
     attempts each at once.
@@ -225,8 +229,10 @@ async def claim_due(
     Fair between accounts: each account's oldest due delivery comes first, then each one's
     second oldest, and so on, so a newcomer's delivery is never queued behind another
     account's backlog; and an account gets at most ``per_account`` attempts in flight on this
-    dispatcher, counting the ``busy`` ones it already has. A disabled endpoint's deliveries wait
-    (a deleted one's are claimed, to be closed).
+    dispatcher, counting the ``busy`` ones it already has; an account with attempts in flight is
+    given more only when it has room for ``batch`` (so a backlog is claimed a batch at a time,
+    not one claim per finished attempt). A disabled endpoint's deliveries wait (a deleted
+    one's are claimed, to be closed).
 
     Candidates are read without locks; the claim then locks them with ``FOR UPDATE SKIP
     LOCKED`` on PostgreSQL, so several dispatchers claim side by side without waiting on each
@@ -236,24 +242,34 @@ async def claim_due(
     interrupted (see :func:`_record_interrupted`).
     """
     busy = busy or {}
+    # Ranking every due delivery would cost a scan and a sort of the whole backlog at every
+    # claim. The candidates are the WINDOW oldest and the WINDOW newest due deliveries instead
+    # (two index range scans): a backlog's head, and whatever just became due, which is where
+    # another account's new deliveries and retries are while a backlog drains.
+    attemptable = deliveries.c.endpoint_id.in_(
+        select(endpoints.c.id).where(
+            or_(endpoints.c.enabled.is_(True), endpoints.c.deleted_at.is_not(None))
+        )
+    )
+    windows = [
+        select(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.next_attempt_at)
+        .where(*_due(now), attemptable)
+        .order_by(order)
+        .limit(CLAIM_WINDOW)
+        .subquery()
+        for order in (deliveries.c.next_attempt_at.asc(), deliveries.c.next_attempt_at.desc())
+    ]
+    due = union(*(select(window) for window in windows)).subquery()
     rank = (
         func.row_number()
-        .over(
-            partition_by=endpoints.c.account_id,
-            order_by=(deliveries.c.next_attempt_at, deliveries.c.event_id),
-        )
+        .over(partition_by=endpoints.c.account_id, order_by=(due.c.next_attempt_at, due.c.event_id))
         .label("rank")
     )
     candidates = (
         select(
-            deliveries.c.event_id,
-            deliveries.c.endpoint_id,
-            deliveries.c.next_attempt_at,
-            endpoints.c.account_id,
-            rank,
+            due.c.event_id, due.c.endpoint_id, due.c.next_attempt_at, endpoints.c.account_id, rank
         )
-        .select_from(deliveries.join(endpoints, endpoints.c.id == deliveries.c.endpoint_id))
-        .where(*_due(now), or_(endpoints.c.enabled.is_(True), endpoints.c.deleted_at.is_not(None)))
+        .select_from(due.join(endpoints, endpoints.c.id == due.c.endpoint_id))
         .subquery()
     )
     query = select(candidates).order_by(
@@ -266,7 +282,11 @@ async def claim_due(
     taken: dict[str, int] = dict(busy)
     chosen: dict[tuple[str, str], str] = {}
     for row in rows:
-        if per_account is not None and taken.get(row.account_id, 0) >= per_account:
+        in_flight = busy.get(row.account_id, 0)
+        if per_account is not None and (
+            taken.get(row.account_id, 0) >= per_account
+            or (in_flight and per_account - in_flight < batch)
+        ):
             continue
         taken[row.account_id] = taken.get(row.account_id, 0) + 1
         chosen[(row.event_id, row.endpoint_id)] = row.account_id

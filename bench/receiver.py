@@ -1,0 +1,49 @@
+"""A webhook receiver for ``make bench``: answers every POST at once with ``200`` (keep-alive),
+counts them, and reports the count at ``GET /count`` (any other GET is ``200`` too: the health
+probe). Raw asyncio, not an ASGI server: it must never be what limits the dispatcher.
+
+    python bench/receiver.py PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+count = 0
+
+
+async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    global count
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            method, path = head.split(b" ", 2)[:2]
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip())
+            if length:
+                await reader.readexactly(length)
+            if method == b"POST":
+                count += 1
+                body = b""
+            else:
+                body = str(count).encode() if path == b"/count" else b"ok"
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(port: int) -> None:
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1])))
