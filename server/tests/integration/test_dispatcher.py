@@ -987,7 +987,7 @@ async def test_one_accounts_backlog_is_drained_without_waiting_for_the_poll(
     await world.endpoint(receiver.url("/hook"))  # deliveries verified at teardown
     for _ in range(60):
         await world.order()
-    dispatcher = world.dispatcher(webhook_poll_seconds=2.0)
+    dispatcher = world.dispatcher(webhook_poll_seconds=3.0)
     started = time.monotonic()
     task = asyncio.create_task(dispatcher.run())
     try:
@@ -996,4 +996,4 @@ async def test_one_accounts_backlog_is_drained_without_waiting_for_the_poll(
         dispatcher.stop()
         await asyncio.wait_for(task, timeout=10)
     elapsed = time.monotonic() - started
-    assert elapsed < 4.0, f"60 deliveries took {elapsed:.1f} s with a 2 s poll interval"
+    assert elapsed < 6.0, f"60 deliveries took {elapsed:.1f} s with a 3 s poll interval"
