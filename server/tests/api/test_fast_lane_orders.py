@@ -55,7 +55,7 @@ from tests.api.test_orders import (
 )
 from tests.api.test_rate_limits import RESET, FakeClock
 from tests.conftest import KeyFactory, make_settings
-from tests.helpers import bearer
+from tests.helpers import bearer, order_scope
 
 QUOTA = 40  # development tier: the client keys of these tests
 PRODUCTION_QUOTA = 60  # an admin key (no account) counts at the production quota
@@ -751,31 +751,6 @@ class Exchange:
         return start["status"], headers, b"".join(part.get("body", b"") for part in bodies)
 
 
-def order_scope(world: World, length: int, idempotency_key: str | None = None) -> Scope:
-    headers = [
-        (b"host", b"testserver"),
-        (b"authorization", f"Bearer {world.client_key}".encode()),
-        (b"content-type", b"application/json"),
-        (b"content-length", str(length).encode()),
-    ]
-    if idempotency_key is not None:
-        headers.append((b"idempotency-key", idempotency_key.encode()))
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/orders",
-        "raw_path": b"/v1/orders",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-
-
 def split(body: bytes, cuts: list[int]) -> list[Message]:
     """``body`` as ``http.request`` messages cut at ``cuts`` (an empty one in the middle)."""
     bounds = [0, *cuts, len(body)]
@@ -800,7 +775,9 @@ async def test_an_order_in_several_asgi_messages_called_directly(
     messages = split(body, [1, 10, len(body) // 2, len(body) - 1])
     assert len(messages) == 6
     exchange = Exchange(messages)
-    await app(order_scope(world, len(body), idempotency_key), exchange.receive, exchange.send)
+    await app(
+        order_scope(world.client_key, len(body), idempotency_key), exchange.receive, exchange.send
+    )
     expect_path(lane, backend, answered=True)
     status, headers, content = exchange.response()
     assert status == 201, content
@@ -811,7 +788,9 @@ async def test_an_order_in_several_asgi_messages_called_directly(
     assert await stock_of(db, world.product_id) == 6
     if idempotency_key is not None:
         replay = Exchange(split(body, [3]))
-        await app(order_scope(world, len(body), idempotency_key), replay.receive, replay.send)
+        await app(
+            order_scope(world.client_key, len(body), idempotency_key), replay.receive, replay.send
+        )
         expect_path(lane, backend, answered=True)
         status, headers, again = replay.response()
         assert (status, headers[REPLAYED], again) == (201, "true", content)
@@ -824,7 +803,7 @@ async def test_a_body_shorter_than_its_content_length_is_left_to_the_full_stack(
     """The fast lane does not place an order whose body does not match Content-Length."""
     body = orjson.dumps(order_body((world.product_id, 1)))
     exchange = Exchange(split(body, [5]))
-    await app(order_scope(world, len(body) + 10, None), exchange.receive, exchange.send)
+    await app(order_scope(world.client_key, len(body) + 10, None), exchange.receive, exchange.send)
     expect_path(lane, backend, answered=False)
     assert exchange.sent, "the full stack answered"
 

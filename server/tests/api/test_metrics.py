@@ -32,9 +32,9 @@ from commerce_api.orders import sqlite_orders
 from commerce_api.settings import Settings
 from commerce_api.tables import webhook_deliveries
 from commerce_api.timestamps import utcnow
-from tests.api.test_orders import order_body
+from tests.api.test_orders import create_product, order_body
 from tests.conftest import KeyFactory, make_settings
-from tests.helpers import bearer
+from tests.helpers import bearer, order_scope
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
@@ -219,28 +219,7 @@ async def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_server_error(
     """``ClientDisconnect`` while the body is read: not counted as a 5xx, not logged as an
     unhandled error; counted as 499 (nginx's "client closed request")."""
     before = await scrape(client)
-    headers = [
-        (b"host", b"testserver"),
-        (b"authorization", f"Bearer {client_key}".encode()),
-        (b"content-type", b"application/json"),
-        (b"content-length", b"500"),
-    ]
-    if idempotency_key is not None:
-        headers.append((b"idempotency-key", idempotency_key.encode()))
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/orders",
-        "raw_path": b"/v1/orders",
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
+    scope = order_scope(client_key, 500, idempotency_key)
     incoming: list[Message] = [
         {"type": "http.request", "body": b'{"customer_id": "cus', "more_body": True},
         {"type": "http.disconnect"},
@@ -319,12 +298,7 @@ async def test_a_full_disk_while_an_order_is_placed_is_a_503(
 ) -> None:
     """On SQLite through the fast lane's group commit, on PostgreSQL through the order service:
     the database's "disk full" becomes the 503, with nothing written."""
-    created = await client.post(
-        "/v1/products",
-        headers=bearer(admin_key),
-        json={"name": "Lamp", "price": 10, "category": "home", "inventory_count": 3},
-    )
-    product_id = created.json()["id"]
+    product_id = await create_product(client, admin_key, inventory_count=3)
 
     def full(*_args: object, **_kwargs: object) -> None:
         raise sqlite3.OperationalError("database or disk is full")
