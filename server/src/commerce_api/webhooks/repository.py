@@ -189,8 +189,6 @@ async def enqueue(
 
 
 INTERRUPTED = "Interrupted: the dispatcher stopped before the attempt finished."
-
-
 CLAIM_WINDOW = 200  # due deliveries read from each end of the backlog per claim (see claim_due)
 
 
@@ -202,6 +200,9 @@ class Claimed:
     endpoint_id: str
     account_id: str
     attempts: int  # before this attempt
+
+
+_DELIVERY_KEY = tuple_(deliveries.c.event_id, deliveries.c.endpoint_id)
 
 
 def _due(now: datetime) -> list[ColumnElement[bool]]:
@@ -294,7 +295,6 @@ async def claim_due(
             break
     if not chosen:
         return []
-    key = tuple_(deliveries.c.event_id, deliveries.c.endpoint_id)
     locked = (
         await conn.execute(
             select(
@@ -303,7 +303,7 @@ async def claim_due(
                 deliveries.c.claim_token,
                 deliveries.c.claimed_at,
             )
-            .where(key.in_(list(chosen)), *_due(now))
+            .where(_DELIVERY_KEY.in_(list(chosen)), *_due(now))
             .with_for_update(skip_locked=True)
         )
     ).all()
@@ -312,7 +312,7 @@ async def claim_due(
     await _record_interrupted(conn, [row for row in locked if row.claim_token is not None], now)
     result = await conn.execute(
         update(deliveries)
-        .where(key.in_([(row.event_id, row.endpoint_id) for row in locked]))
+        .where(_DELIVERY_KEY.in_([(row.event_id, row.endpoint_id) for row in locked]))
         .values(claim_token=token, claimed_until=until, claimed_at=now)
         .returning(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.attempts)
     )
@@ -349,7 +349,7 @@ async def _record_interrupted(
     keys = [(row.event_id, row.endpoint_id) for row in rows]
     await conn.execute(
         update(deliveries)
-        .where(tuple_(deliveries.c.event_id, deliveries.c.endpoint_id).in_(keys))
+        .where(_DELIVERY_KEY.in_(keys))
         .values(
             attempts=deliveries.c.attempts + 1,
             claim_token=None,
