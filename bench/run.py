@@ -146,11 +146,16 @@ def _run_process(command: list[str], env: dict[str, str], port: int, log: Any) -
                 time.sleep(0.1)
         yield proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 _LATENCY = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
@@ -401,11 +406,7 @@ def drain_outbox(
                 raise RuntimeError("the worker delivered nothing (an empty outbox?)")
             scenario.runs.append(Run((after - before) / elapsed, 0.0, 0.0, 0, rss_mb(worker.pid)))
     finally:
-        worker.terminate()
-        try:
-            worker.wait(15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop(worker)
     return scenario
 
 
