@@ -24,6 +24,14 @@ RATE_LIMIT_HEADERS = {
     "X-RateLimit-Reset": "1790000000",
 }
 
+ADDRESS: commerce_client.ShippingAddressParam = {
+    "street": "1 Main St",
+    "city": "Springfield",
+    "postal_code": "12345",
+    "country": "US",
+}
+"""A shipping address to place orders with."""
+
 Answer = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
 
 

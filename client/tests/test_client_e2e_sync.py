@@ -6,19 +6,12 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from client_testing import BOOKS, E2EServer
+from client_testing import ADDRESS, BOOKS, E2EServer
 
 import commerce_client
-from commerce_client import Client, Order, ShippingAddressParam
+from commerce_client import Client, Order
 
 pytestmark = pytest.mark.slow
-
-ADDRESS: ShippingAddressParam = {
-    "street": "1 Main St",
-    "city": "Springfield",
-    "postal_code": "12345",
-    "country": "US",
-}
 
 
 def place(api: Client, product_id: str, quantity: int = 2, **kwargs: str) -> Order:

@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 import pytest
-from client_testing import MockAPI, order_json, product_json
+from client_testing import ADDRESS, MockAPI, order_json, product_json
 
 import commerce_client
 from commerce_client import Order, Product, ResponseInfo, WithResponse
@@ -75,12 +75,7 @@ def test_with_response_returns_the_result_and_its_response(sleeps: list[float]) 
             client.orders.create,
             customer_id="cus_1",
             items=[{"product_id": "prod_1", "quantity": 3}],
-            shipping_address={
-                "street": "1 Main St",
-                "city": "Springfield",
-                "postal_code": "12345",
-                "country": "US",
-            },
+            shipping_address=ADDRESS,
             idempotency_key="key-1",
         )
     assert isinstance(result, WithResponse)

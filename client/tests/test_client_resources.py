@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 from client_testing import (
+    ADDRESS,
     BASE_URL,
     ORDER_REQUEST,
     MockAPI,
@@ -67,12 +68,7 @@ def test_orders_create_sends_the_order() -> None:
         order = client.orders.create(
             customer_id="cus_1",
             items=[{"product_id": "prod_1", "quantity": 3}],
-            shipping_address={
-                "street": "1 Main St",
-                "city": "Springfield",
-                "postal_code": "12345",
-                "country": "US",
-            },
+            shipping_address=ADDRESS,
         )
     assert (api.last.method, api.last.url.path) == ("POST", "/v1/orders")
     assert api.last.headers["content-type"] == "application/json"

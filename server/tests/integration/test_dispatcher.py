@@ -21,6 +21,7 @@ and a client principal, a product, endpoints (``webhooks.service.create_endpoint
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -222,6 +223,17 @@ async def world(db: Database, database_url: str) -> AsyncIterator[World]:
 def receiver(world: World) -> Iterator[Receiver]:
     with running_receiver() as running:
         yield world.watch(running)
+
+
+@contextlib.asynccontextmanager
+async def delivering(dispatcher: Dispatcher, *, stop_within: float = 10) -> AsyncIterator[None]:
+    """``dispatcher.run()`` in a task for the block; then stop it, which must end in time."""
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        yield
+    finally:
+        dispatcher.stop()
+        await asyncio.wait_for(task, timeout=stop_within)
 
 
 async def drain(dispatcher: Dispatcher, *, passes: int = MAX_PASSES) -> int:
@@ -602,8 +614,7 @@ async def test_a_receiver_down_during_a_burst_gets_every_event_when_it_returns(
     url = f"http://127.0.0.1:{port}/hook"
     endpoint_id, _ = await world.endpoint(url)  # its deliveries are verified at teardown
     dispatcher = world.dispatcher(webhook_retry_schedule=(1, 1, 1, 2, 2, 4, 8))
-    running = asyncio.create_task(dispatcher.run())
-    try:
+    async with delivering(dispatcher):
         down_until = time.monotonic() + 5
         event_ids = []
         for _ in range(15):
@@ -617,9 +628,6 @@ async def test_a_receiver_down_during_a_burst_gets_every_event_when_it_returns(
                 within=30,
                 what="every event delivered after the receiver came back",
             )
-    finally:
-        dispatcher.stop()
-        await asyncio.wait_for(running, timeout=10)
 
     for event_id in event_ids:
         delivery = await world.delivery(event_id, endpoint_id)
@@ -825,12 +833,8 @@ async def test_stop_lets_an_attempt_in_flight_finish_and_records_it(
     endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
     _, event_id = await world.order()
     dispatcher = world.dispatcher()
-    task = asyncio.create_task(dispatcher.run())
-    try:
+    async with delivering(dispatcher, stop_within=5):
         await eventually(lambda: len(receiver.requests()) == 1, within=5, what="a request")
-    finally:
-        dispatcher.stop()
-        await asyncio.wait_for(task, timeout=5)
 
     delivery = await world.delivery(event_id, endpoint_id)
     assert (delivery.status, delivery.attempts, delivery.claim_token) == ("succeeded", 1, None)
@@ -989,11 +993,7 @@ async def test_one_accounts_backlog_is_drained_without_waiting_for_the_poll(
         await world.order()
     dispatcher = world.dispatcher(webhook_poll_seconds=3.0)
     started = time.monotonic()
-    task = asyncio.create_task(dispatcher.run())
-    try:
+    async with delivering(dispatcher):
         await eventually(lambda: len(receiver.requests()) == 60, within=30, what="60 deliveries")
-    finally:
-        dispatcher.stop()
-        await asyncio.wait_for(task, timeout=10)
     elapsed = time.monotonic() - started
     assert elapsed < 6.0, f"60 deliveries took {elapsed:.1f} s with a 3 s poll interval"

@@ -114,15 +114,28 @@ async def _setup(db: Database, box: SecretBox, database_url: str) -> tuple[Princ
     return principal, product_id
 
 
+def _settings(database_url: str, **overrides: Any) -> tuple[Settings, SecretBox]:
+    """Dispatcher settings for these tests (fast polling, receivers on loopback), and the box
+    that opens the endpoints' secrets."""
+    values: dict[str, Any] = {
+        "webhook_poll_seconds": 0.05,
+        "webhook_timeout_seconds": 5.0,
+        "webhook_allow_private_urls": True,
+        **overrides,
+    }
+    settings = make_settings(database_url, **values)
+    assert settings.secret_key is not None
+    return settings, SecretBox(settings.secret_key)
+
+
 async def _create_endpoint(
     db: Database, principal: Principal, url: str, settings: Settings, box: SecretBox
-) -> str:
+) -> dict[str, Any]:
+    """A new endpoint through the service: its record, with the secret."""
     data = WebhookEndpointCreate.model_validate({"url": url})
     checked = await webhooks.check_receiver_url(data.url, settings)
     async with db.write() as conn:
-        created = await webhooks.create_endpoint(conn, principal, data, checked, settings, box)
-    endpoint_id: str = created["id"]
-    return endpoint_id
+        return await webhooks.create_endpoint(conn, principal, data, checked, settings, box)
 
 
 async def _place_orders(db: Database, principal: Principal, product_id: str, count: int) -> None:
@@ -153,24 +166,13 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
     db: Database, database_url: str, receiver: Receiver, scenario: str
 ) -> None:
     script, retried = SCENARIOS[scenario]
-    settings = make_settings(
-        database_url,
-        webhook_retry_schedule=(1, 1, 1),
-        webhook_poll_seconds=0.05,
-        webhook_timeout_seconds=5.0,
-        webhook_allow_private_urls=True,
-    )
-    assert settings.secret_key is not None
-    box = SecretBox(settings.secret_key)
+    settings, box = _settings(database_url, webhook_retry_schedule=(1, 1, 1))
     principal, product_id = await _setup(db, box, database_url)
     assert principal.account_id is not None
     secrets: dict[str, str] = {}
     endpoint_paths: dict[str, str] = {}
     for path in PATHS:
-        data = WebhookEndpointCreate.model_validate({"url": receiver.url(path)})
-        checked = await webhooks.check_receiver_url(data.url, settings)
-        async with db.write() as conn:
-            created = await webhooks.create_endpoint(conn, principal, data, checked, settings, box)
+        created = await _create_endpoint(db, principal, receiver.url(path), settings, box)
         secrets[path] = created["secret"]
         endpoint_paths[created["id"]] = path
     await _place_orders(db, principal, product_id, EVENTS // 2)
@@ -277,16 +279,11 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
     disable (after 1 s) while an operator keeps re-enabling them. Each dispatcher transaction
     locks a delivery and then its endpoint, and disabling touches no delivery: no deadlock
     (PostgreSQL counts none), and every attempt that was made is recorded."""
-    settings = make_settings(
+    settings, box = _settings(
         database_url,
         webhook_retry_schedule=(),  # one attempt per delivery
-        webhook_poll_seconds=0.05,
-        webhook_timeout_seconds=5.0,
-        webhook_allow_private_urls=True,
         webhook_disable_after_seconds=1,
     )
-    assert settings.secret_key is not None
-    box = SecretBox(settings.secret_key)
     principal, product_id = await _setup(db, box, database_url)
     assert principal.account_id is not None
     deadlocks_before = await _deadlocks(db)
@@ -294,12 +291,7 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
         endpoint_ids = []
         for path in PATHS:
             receiver.reply(path, Reply(500, delay=0.1))
-            data = WebhookEndpointCreate.model_validate({"url": receiver.url(path)})
-            checked = await webhooks.check_receiver_url(data.url, settings)
-            async with db.write() as conn:
-                created = await webhooks.create_endpoint(
-                    conn, principal, data, checked, settings, box
-                )
+            created = await _create_endpoint(db, principal, receiver.url(path), settings, box)
             endpoint_ids.append(created["id"])
         await _place_orders(db, principal, product_id, FAILING_DELIVERIES // len(PATHS))
 
@@ -370,18 +362,12 @@ async def test_one_accounts_timing_out_endpoints_do_not_delay_another_account(
 ) -> None:
     """Account A has 16 endpoints whose receiver never answers in time, and a backlog of their
     deliveries; account B's events still arrive at once (well within one attempt timeout of
-    their creation): A gets at most half the dispatcher's slots, and each account's oldest
+    their creation): A never holds every slot of the dispatcher, and each account's oldest
     delivery is claimed before anyone's second."""
     timeout = 2.0
-    settings = make_settings(
-        database_url,
-        webhook_retry_schedule=(0, 0, 0),
-        webhook_poll_seconds=0.05,
-        webhook_timeout_seconds=timeout,
-        webhook_allow_private_urls=True,
+    settings, box = _settings(
+        database_url, webhook_retry_schedule=(0, 0, 0), webhook_timeout_seconds=timeout
     )
-    assert settings.secret_key is not None
-    box = SecretBox(settings.secret_key)
     hog, hog_product = await _setup(db, box, database_url)
     other, other_product = await _setup(db, box, database_url)
     with running_receiver() as receiver:
