@@ -10,6 +10,9 @@
    is released, or — after a crash — taken over once its lease has expired.
 
 Keys are scoped to the account and kept 24 hours; :func:`prune` deletes older ones.
+
+Orders do without the separate claim: their batch locks the key's row, decides with
+:func:`verdict` and stores the outcome in the order's own transaction (``orders/placement.py``).
 """
 
 from __future__ import annotations
@@ -113,14 +116,17 @@ async def claim(db: Database, box: SecretBox, keyed: KeyedRequest) -> Claim | Re
         if inserted.first() is not None:
             return Claim(scope, key, now)
 
-        row = (
-            await conn.execute(select(keys).where(keys.c.scope == scope, keys.c.key == key))
-        ).one()
-        found = verdict(row, print_, now)
-        if found != "replay":
-            if not await _take_over(conn, row, print_, now, reset=found == "reset"):
-                raise _in_flight()
-            return Claim(scope, key, now)
+        for _ in range(2):  # a take-over that lost a race reads the row once more
+            row = (
+                await conn.execute(select(keys).where(keys.c.scope == scope, keys.c.key == key))
+            ).one()
+            found = verdict(row, print_, now)
+            if found == "replay":
+                break
+            if await _take_over(conn, row, print_, now, reset=found == "reset"):
+                return Claim(scope, key, now)
+        else:
+            raise _in_flight()
     return replay(row.response_status, row.response_headers, row.response_body, box)
 
 
@@ -166,13 +172,16 @@ def replayed_headers(stored: dict[str, str] | None) -> dict[str, str]:
 async def _take_over(
     conn: AsyncConnection, row: Any, print_: str, now: datetime, *, reset: bool
 ) -> bool:
-    """Claim an expired key (a fresh start) or an abandoned claim; False if another request
-    got there first."""
+    """Claim an expired key (a fresh start) or an abandoned claim; False if the row changed
+    since ``row`` was read — another request took it over, or the request that held the claim
+    finished after all (its state is part of the match: resetting a finished row would run its
+    request a second time)."""
     result = await conn.execute(
         update(keys)
         .where(
             keys.c.scope == row.scope,
             keys.c.key == row.key,
+            keys.c.state == row.state,
             keys.c.locked_at == row.locked_at,
             keys.c.created_at == row.created_at,
         )

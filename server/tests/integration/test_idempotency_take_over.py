@@ -1,0 +1,123 @@
+"""Taking over an abandoned ``Idempotency-Key`` claim (``idempotency.claim``) must never run a
+request a second time.
+
+The race found in review: a retry reads the key's row as in flight with its lease expired, and
+before its take-over UPDATE the first request finishes and records its response. The UPDATE
+matched on scope, key, ``locked_at`` and ``created_at`` — none of which recording changes — so it
+reset the finished row and the retry ran the request again (a second order, a second endpoint).
+The take-over now also matches the state it read, and a retry that loses the race replays the
+response the first request stored.
+
+On SQLite the claim's transaction holds the write lock from its read to its update, so the race
+cannot happen there; the row-level test runs on both backends, the race itself on PostgreSQL,
+where another connection can finish the first request in between.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select, update
+from starlette.responses import Response
+
+from commerce_api import idempotency
+from commerce_api.crypto import SecretBox
+from commerce_api.db import Database
+from commerce_api.tables import idempotency_keys as keys
+from commerce_api.timestamps import utcnow
+
+SCOPE, KEY, PRINT = "acct_race", "race", "f" * 64
+BOX = SecretBox("a test key for the idempotency race, long enough")
+FIRST_BODY = b'{"placed_by": "the first request"}'
+
+
+async def abandoned_claim(db: Database) -> None:
+    """An in-flight claim whose lease has run out (its request looks dead)."""
+    stale = utcnow() - idempotency.LEASE - timedelta(seconds=5)
+    async with db.write() as conn:
+        await conn.execute(
+            insert(keys).values(
+                scope=SCOPE,
+                key=KEY,
+                fingerprint=PRINT,
+                state="in_flight",
+                locked_at=stale,
+                created_at=stale,
+            )
+        )
+
+
+async def finish_first_request(db: Database) -> None:
+    """What the first request's ``idempotency.record`` does when it commits at last."""
+    async with db.write() as conn:
+        await conn.execute(
+            update(keys)
+            .where(keys.c.scope == SCOPE, keys.c.key == KEY)
+            .values(
+                **idempotency.stored_values(
+                    201, {"content-type": "application/json"}, FIRST_BODY, BOX
+                )
+            )
+        )
+
+
+async def the_row(db: Database) -> Any:
+    async with db.read() as conn:
+        return (await conn.execute(select(keys))).one()
+
+
+async def test_a_take_over_does_not_reset_a_row_that_finished_since_it_was_read(
+    db: Database,
+) -> None:
+    await abandoned_claim(db)
+    stale_read = await the_row(db)
+    await finish_first_request(db)
+    async with db.write() as conn:
+        taken = await idempotency._take_over(conn, stale_read, PRINT, utcnow(), reset=False)
+    assert not taken
+    row = await the_row(db)
+    assert (row.state, row.response_status) == ("done", 201)
+    assert BOX.decrypt_bytes(row.response_body) == FIRST_BODY
+
+
+async def test_a_retry_that_loses_the_race_to_the_first_request_replays_it(
+    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = Database(postgresql_database_url)
+    try:
+        await abandoned_claim(db)
+        original = idempotency.verdict
+        raced = False
+
+        def verdict_then_first_request_commits(*args: Any) -> idempotency.Verdict:
+            nonlocal raced
+            found = original(*args)
+            if found == "take_over" and not raced:
+                raced = True
+                # The first request commits between the retry's read and its take-over.
+                loop_task = finish_first_request(db)
+                pending.append(loop_task)
+            return found
+
+        pending: list[Any] = []
+        monkeypatch.setattr(idempotency, "verdict", verdict_then_first_request_commits)
+        original_take_over = idempotency._take_over
+
+        async def take_over_after_the_race(*args: Any, **kwargs: Any) -> bool:
+            while pending:
+                await pending.pop()
+            return await original_take_over(*args, **kwargs)
+
+        monkeypatch.setattr(idempotency, "_take_over", take_over_after_the_race)
+        keyed = idempotency.KeyedRequest(SCOPE, KEY, PRINT)
+        outcome = await idempotency.claim(db, BOX, keyed)
+        assert raced
+        assert isinstance(outcome, Response), "the retry must not run the request again"
+        assert outcome.body == FIRST_BODY
+        assert outcome.headers[idempotency.REPLAYED_HEADER] == "true"
+        row = await the_row(db)
+        assert (row.state, row.response_status) == ("done", 201)
+    finally:
+        await db.dispose()
