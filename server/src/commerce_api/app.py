@@ -24,6 +24,7 @@ from commerce_api.observability.logging import resolved_format
 from commerce_api.observability.middleware import ObservabilityMiddleware, RequestObserver
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.orders import service as orders_service
+from commerce_api.orders.placement import OrderDesk
 from commerce_api.orders.routes import router as orders_router
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.middleware import RateLimitMiddleware
@@ -32,7 +33,6 @@ from commerce_api.readpath.service import ReadPath
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
-from commerce_api.sqlite_writer import SQLiteWriter
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.routes import endpoints_router, events_router
@@ -130,14 +130,14 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         limiter = RateLimiter(settings, rate_limit_store(settings))
         box = await webhooks.open_secret_box(settings, db)
         read_path = await ReadPath.open(db, settings.environment)
-        writer = None if db.sqlite_path is None else SQLiteWriter(db.sqlite_path)
+        order_desk = OrderDesk(db, settings.currency, box)
         services = Services(
             settings=settings,
             db=db,
             rate_limiter=limiter,
             secret_box=box,
             read_path=read_path,
-            sqlite_writer=writer,
+            orders=order_desk,
         )
         app.state.services = services
         if isinstance(app, CommerceAPI):
@@ -161,8 +161,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             background[0].cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await read_path.close()
-            if writer is not None:
-                await writer.close()
+            await order_desk.close()
             await limiter.close()
             await db.dispose()
             access_log.flush()

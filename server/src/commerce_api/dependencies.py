@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
@@ -14,7 +14,9 @@ from commerce_api.errors import APIError, forbidden
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
-from commerce_api.sqlite_writer import SQLiteWriter
+
+if TYPE_CHECKING:
+    from commerce_api.orders.placement import OrderDesk
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +28,7 @@ class Services:
     rate_limiter: RateLimiter
     secret_box: SecretBox
     read_path: ReadPath
-    # SQLite only: the group-commit writer that places orders (see sqlite_writer.py).
-    sqlite_writer: SQLiteWriter | None = None
+    orders: OrderDesk  # places orders in batches that share a commit (orders/placement.py)
 
 
 def get_services(request: Request) -> Services:

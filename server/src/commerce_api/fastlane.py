@@ -1,5 +1,5 @@
 """The fast lane: answers the requests that carry the load — the two catalogue reads clients
-poll (``GET /v1/products``, ``GET /v1/products/{id}``) and, on SQLite, ``POST /v1/orders`` —
+poll (``GET /v1/products``, ``GET /v1/products/{id}``) and ``POST /v1/orders`` —
 before any framework code runs (``CommerceAPI.__call__`` asks it first), because Starlette's and
 FastAPI's layers, routing, dependency injection and validation cost several times what the
 answer itself does.
@@ -13,14 +13,14 @@ cache, an error of any kind before the answer is decided — goes on to the full
 anything is sent or counted (with the body it read handed back), and the routes own every
 error message. So the two paths cannot disagree on an error; on a success they send the same
 bytes (the tests run against both). The one error answered here is the outcome of an order
-the writer already ran (out of stock, a key conflict, a crash): running it again would not do.
+the order desk already ran (out of stock, a key conflict, a crash): running it again would not do.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from functools import lru_cache, partial
+from functools import lru_cache
 from urllib.parse import parse_qsl
 
 import orjson
@@ -34,7 +34,7 @@ from commerce_api.errors import MAX_BODY_BYTES, APIError
 from commerce_api.ids import new_request_id
 from commerce_api.middleware import identity_headers, unexpected_failure
 from commerce_api.observability.middleware import RequestObserver
-from commerce_api.orders import sqlite_orders
+from commerce_api.orders.placement import OrderRequest, Outcome
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import check_units, line_positions
 from commerce_api.pagination import DEFAULT_PAGE_SIZE, MAX_OFFSET, clamp
@@ -107,7 +107,7 @@ class FastLane:
         method = scope["method"]
         path: str = scope["path"]
         if method == "POST":
-            if path == ORDERS_PATH and self.services.sqlite_writer is not None:
+            if path == ORDERS_PATH:
                 return await self._place_order(scope, receive, send)
             return receive
         if method != "GET":
@@ -201,9 +201,8 @@ class FastLane:
         return await self.read_path.product_body(scope["state"], product_id)
 
     async def _place_order(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
-        """``POST /v1/orders`` on SQLite: validate, then one job of the group commit."""
-        writer = self.services.sqlite_writer
-        if writer is None or scope.get("query_string"):
+        """``POST /v1/orders``: validate, then place it in the next batch."""
+        if scope.get("query_string"):
             return receive
         started = time.perf_counter()
         state = scope.setdefault("state", {})
@@ -254,22 +253,14 @@ class FastLane:
         if key_text is not None:
             print_ = idempotency.fingerprint("POST", ORDERS_PATH, "", body)
             keyed = idempotency.KeyedRequest(principal.scope, key_text, print_)
-        job = partial(
-            sqlite_orders.place_order,
-            principal=principal,
-            data=data,
-            currency=self.services.settings.currency,
-            keyed=keyed,
-            box=self.services.secret_box,
-        )
         failure_headers: list[tuple[bytes, bytes]] = []
         try:
-            outcome = await writer.run(job)
+            outcome = await self.services.orders.place(OrderRequest(principal, data, keyed))
         except APIError as exc:  # out of stock, an unknown product, a key conflict
-            outcome = sqlite_orders.Outcome.of_error(exc)
+            outcome = Outcome.of_error(exc)
         except Exception as exc:
             status, body, failure_headers = unexpected_failure(exc, request_id)
-            outcome = sqlite_orders.Outcome(status, {}, body)
+            outcome = Outcome(status, {}, body)
         headers = [
             (name.encode(), value.encode())
             for name, value in outcome.headers.items()

@@ -35,8 +35,8 @@ _MANAGES_IDEMPOTENCY = "__commerce_manages_idempotency__"
 
 def manages_idempotency(endpoint: EndpointT) -> EndpointT:
     """Mark a POST endpoint that claims and records its ``Idempotency-Key`` itself, in the
-    same write as its change, when the backend lets it (SQLite's group commit: see
-    ``orders/sqlite_orders.py``). Apply it below the ``@router.post`` decorator."""
+    same write as its change (orders: see ``orders/placement.py``). Apply it below the
+    ``@router.post`` decorator."""
     setattr(endpoint, _MANAGES_IDEMPOTENCY, True)
     return endpoint
 
@@ -74,7 +74,7 @@ class StrictRoute(APIRoute):
                     status=415,
                 )
             if idempotent and (key := idempotency.read_key(request)) is not None:
-                if self_managed and get_services(request).sqlite_writer is not None:
+                if self_managed:
                     return await _self_managed(handler, request, key)
                 return await _idempotently(handler, request, key)
             return await handler(request)

@@ -1,9 +1,8 @@
 """``POST /v1/orders`` through the fast lane (``commerce_api.fastlane``), on both backends.
 
-On SQLite the fast lane answers a plain, valid order itself (one job of the group commit);
-anything unusual falls through to the FastAPI route with the body it read handed back. On
-PostgreSQL the fast lane never takes orders: every order runs through the full stack. What it
-promises, checked here:
+The fast lane answers a plain, valid order itself (placed by the order desk, in a batch);
+anything unusual falls through to the FastAPI route with the body it read handed back. Both
+backends take the same path. What it promises, checked here:
 
 - a fast-lane 201 has the full stack's shape: status, headers, body;
 - every request it does not answer gets exactly the full stack's error, writes nothing, and is
@@ -37,7 +36,7 @@ from commerce_api.app import create_app
 from commerce_api.db import Database
 from commerce_api.errors import MAX_BODY_BYTES
 from commerce_api.fastlane import FastLane
-from commerce_api.orders import sqlite_orders
+from commerce_api.orders import placement
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import RateLimitStore
 from commerce_api.settings import Settings
@@ -173,12 +172,9 @@ def remaining(response: httpx.Response) -> int:
 
 
 def expect_path(lane: LaneSpy, backend: str, answered: bool) -> None:
-    """The fast lane answered (or fell through) on SQLite; it never sees orders elsewhere."""
+    """The fast lane answered (or fell through), on either backend."""
     taken = lane.take()
-    if backend == "sqlite":
-        assert taken == [answered], "answered by the fast lane" if answered else "fell through"
-    else:
-        assert taken == [], "on PostgreSQL the fast lane must not take orders"
+    assert taken == [answered], "answered by the fast lane" if answered else "fell through"
 
 
 async def key_rows(db: Database) -> list[Any]:
@@ -252,8 +248,6 @@ async def test_a_plain_order_is_answered_by_the_fast_lane_with_the_full_stack_sh
     backend: str,
     hits: Counter[str],
 ) -> None:
-    writer = app.state.services.sqlite_writer
-    assert (writer is not None) == (backend == "sqlite")
     body = order_body((world.product_id, 2))
 
     fast = await client.post("/v1/orders", json=body, headers=bearer(world.client_key))
@@ -289,8 +283,7 @@ async def test_a_plain_order_is_answered_by_the_fast_lane_with_the_full_stack_sh
     detail = await client.get(f"/v1/products/{world.product_id}", headers=bearer(world.client_key))
     assert detail.status_code == 200, detail.text
     assert detail.json()["inventory_count"] == 6
-    if writer is not None:
-        assert writer.jobs == 2  # each order one job of the group commit
+    assert app.state.services.orders.stats[1] == 2  # each order placed by the order desk
 
 
 async def test_each_order_gets_a_fresh_request_id_on_either_path(
@@ -868,14 +861,10 @@ async def test_a_crash_while_placing_is_the_full_stacks_500_and_stores_nothing(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def crash(*args: object, **kwargs: object) -> None:
+    async def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the disk caught fire")
 
-    async def crash_async(*args: object, **kwargs: object) -> None:
-        crash()
-
-    monkeypatch.setattr(sqlite_orders, "_record_event", crash)  # SQLite: inside the job
-    monkeypatch.setattr("commerce_api.orders.service.record_event", crash_async)  # PostgreSQL
+    monkeypatch.setattr(placement, "record_events", crash)
     body = order_body((world.product_id, 1))
     answers = []
     for off in (False, True):
@@ -918,7 +907,7 @@ async def test_concurrent_fast_lane_orders_take_exactly_the_stock(
         if response.status_code == 409:
             assert_error(response, 409, "invalid_request", "items[0].quantity")
     taken = lane.take()
-    assert taken == ([True] * 12 if backend == "sqlite" else [])
+    assert taken == [True] * 12
     after = await snapshot(db)
     assert (after.orders, after.stock[world.product_id]) == (10, 0)
     assert sorted(remaining(response) for response in responses) == list(range(QUOTA - 12, QUOTA))
@@ -927,9 +916,8 @@ async def test_concurrent_fast_lane_orders_take_exactly_the_stock(
 async def test_concurrent_orders_with_one_key_place_one_order(
     db: Database, client: httpx.AsyncClient, world: World, lane: LaneSpy, backend: str
 ) -> None:
-    """On SQLite the jobs run one after the other in the writer: the first places the order,
-    the others replay it. On PostgreSQL a retry racing the first attempt may instead be told
-    it is still in flight (409). Either way: one order, stock taken once."""
+    """Requests with one key never share a batch: the first places the order, the others
+    replay it, on both backends. One order, stock taken once."""
     body = order_body((world.product_id, 2))
     responses = await asyncio.gather(
         *(
@@ -941,12 +929,8 @@ async def test_concurrent_orders_with_one_key_place_one_order(
     originals = [response for response in created if REPLAYED not in response.headers]
     assert len(originals) == 1, [response.status_code for response in responses]
     assert {response.json()["id"] for response in created} == {originals[0].json()["id"]}
-    if backend == "sqlite":
-        assert len(created) == 6, "every other attempt replays the first"
-        assert lane.take() == [True] * 6
-    for response in responses:
-        if response.status_code != 201:
-            assert_error(response, 409, "invalid_request", "Idempotency-Key")
+    assert len(created) == 6, "every other attempt replays the first"
+    assert lane.take() == [True] * 6
     after = await snapshot(db)
     assert (after.orders, after.stock[world.product_id]) == (1, 8)
 

@@ -14,8 +14,8 @@ from sqlalchemy import func, insert, select, update
 from commerce_api import idempotency
 from commerce_api.accounts import service as accounts
 from commerce_api.db import Database
-from commerce_api.events.service import record_event
-from commerce_api.orders import sqlite_orders
+from commerce_api.events.service import record_events
+from commerce_api.orders import placement
 from commerce_api.tables import idempotency_keys, products
 from tests.api.test_error_contract import assert_error
 from tests.api.test_orders import account_of, create_product, order_body, snapshot
@@ -385,24 +385,14 @@ async def test_a_server_error_is_not_stored_so_a_retry_runs_again(
     body = order_body((product_id, 2))
     calls = 0
 
-    async def crash_once(conn: Any, **kwargs: Any) -> str:
+    async def crash_once(*args: Any) -> list[str]:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RuntimeError("transient")
-        return await record_event(conn, **kwargs)
+        return await record_events(*args)
 
-    def crash_once_in_job(*args: Any) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise RuntimeError("transient")
-        original_job_event(*args)
-
-    original_job_event = sqlite_orders._record_event
-    monkeypatch.setattr("commerce_api.orders.service.record_event", crash_once)
-    # SQLite places orders as a job of the group commit (orders/sqlite_orders.py).
-    monkeypatch.setattr(sqlite_orders, "_record_event", crash_once_in_job)
+    monkeypatch.setattr(placement, "record_events", crash_once)
     failed = await post(client, "/v1/orders", client_key, "retry-me", body)
     assert_error(failed, 500, "server_error")
     assert await key_rows(db) == []

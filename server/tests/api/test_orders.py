@@ -1135,12 +1135,7 @@ async def test_a_crash_mid_request_is_a_500_and_leaves_nothing_behind(
     async def crash(*args: object, **kwargs: object) -> str:
         raise RuntimeError("the disk caught fire")
 
-    def crash_in_job(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("the disk caught fire")
-
-    monkeypatch.setattr("commerce_api.orders.service.record_event", crash)
-    # SQLite places orders as a job of the group commit (orders/sqlite_orders.py).
-    monkeypatch.setattr("commerce_api.orders.sqlite_orders._record_event", crash_in_job)
+    monkeypatch.setattr("commerce_api.orders.placement.record_events", crash)
     response = await place(client, client_key, order_body((a, 2), (b, 3)))
     error = assert_error(response, 500, "server_error")
     assert error["details"] == response.headers["x-request-id"]

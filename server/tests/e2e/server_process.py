@@ -38,6 +38,7 @@ class RunningServer:
     key: str | None
     stdout_lines: list[str]
     stderr_path: Path
+    pid: int = 0  # to kill it without warning (stopping a dead process is harmless)
 
 
 def free_port() -> int:
@@ -158,7 +159,7 @@ class _Process:
             raise AssertionError(message) from None
         if not expect_key:
             _drain(self.lines, seen)
-        return RunningServer(self.base_url, key, seen, self.stderr_path)
+        return RunningServer(self.base_url, key, seen, self.stderr_path, self.process.pid)
 
     def stop(self) -> None:
         try:

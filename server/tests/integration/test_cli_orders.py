@@ -12,6 +12,7 @@ from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
 from commerce_api.db import Database
 from commerce_api.ids import new_id
+from commerce_api.orders import placement
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.tables import events, orders, products
@@ -58,7 +59,7 @@ async def place_order(database_url: str, *, quantity: int = 2) -> tuple[str, str
                 '"postal_code": "12345", "country": "US"}}'
             )
             principal = Principal(key.id, account_id, "client", "development")
-            order = await orders_service.create_order(conn, principal, body, "USD")
+            order = await placement.create_order(conn, principal, body, "USD")
     finally:
         await db.dispose()
     return str(order["id"]), account_id, product_id

@@ -15,7 +15,7 @@ loop itself is under test). The receivers are real HTTP servers on 127.0.0.1 (se
 ``tests/webhook_receiver.py``), and every delivery they get is verified with
 ``standardwebhooks`` as an integrator would. Data is set up through the services: an account
 and a client principal, a product, endpoints (``webhooks.service.create_endpoint``) and orders
-(``orders.service.create_order``, which records ``order.created`` and its deliveries).
+(``orders.placement.create_order``, which records ``order.created`` and its deliveries).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from commerce_api.catalog import repository as catalog
 from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
 from commerce_api.ids import new_id
-from commerce_api.orders import service as orders
+from commerce_api.orders import placement as orders
+from commerce_api.orders import service as order_service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Settings
 from commerce_api.tables import events, webhook_deliveries, webhook_endpoints
@@ -138,7 +139,7 @@ class World:
 
     async def fulfil(self, order_id: str) -> str:
         async with self.db.write() as conn:
-            await orders.fulfill_order(conn, self.principal, order_id, "sandbox")
+            await order_service.fulfill_order(conn, self.principal, order_id, "sandbox")
         return await self.latest_event_id()
 
     async def latest_event_id(self) -> str:

@@ -31,7 +31,7 @@ from commerce_api.catalog import repository as catalog
 from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
 from commerce_api.ids import new_id
-from commerce_api.orders import service as orders
+from commerce_api.orders import placement as orders
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Settings
 from commerce_api.tables import events, webhook_attempts, webhook_deliveries

@@ -31,7 +31,7 @@ from commerce_api.catalog import repository as catalog
 from commerce_api.db import Database
 from commerce_api.errors import APIError
 from commerce_api.ids import new_id
-from commerce_api.orders import service
+from commerce_api.orders import placement, service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.tables import events, order_items, orders, products
 from commerce_api.timestamps import utcnow
@@ -232,7 +232,7 @@ def create_order(principal: Principal, product_ids: list[str], step: Create) -> 
     request = order_request(product_ids, step.lines)
 
     async def work(conn: AsyncConnection) -> dict[str, Any]:
-        return await service.create_order(conn, principal, request, "USD")
+        return await placement.create_order(conn, principal, request, "USD")
 
     return work
 
@@ -366,7 +366,7 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
 
     with pytest.raises(RuntimeError, match="crash while writing the event"):
         async with db.write() as conn:
-            await service.create_order(
+            await placement.create_order(
                 conn, principal, order_request(product_ids, [(0, 3), (1, 2)]), "USD"
             )
 
@@ -390,7 +390,7 @@ async def test_a_crash_before_the_cancel_event_keeps_the_order_and_its_reservati
     assert principal.account_id is not None
     product_ids = await new_products(db, [5, 2])
     async with db.write() as conn:
-        order = await service.create_order(
+        order = await placement.create_order(
             conn, principal, order_request(product_ids, [(0, 3), (1, 2)]), "USD"
         )
     before = await read_state(db, principal.account_id, product_ids)

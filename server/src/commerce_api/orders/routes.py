@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -10,7 +9,8 @@ from starlette.responses import Response
 
 from commerce_api import idempotency
 from commerce_api.dependencies import CurrentPrincipal, ServicesDep
-from commerce_api.orders import service, sqlite_orders
+from commerce_api.orders import service
+from commerce_api.orders.placement import OrderRequest
 from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
 from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
 from commerce_api.routing import StrictRoute, error_responses, json_response, manages_idempotency
@@ -36,24 +36,9 @@ async def create_order(
     Send an `Idempotency-Key` to retry safely: the same key and request replay the first
     response (with `Idempotent-Replayed: true`)."""
     service.check_units(body, services.settings)
-    writer = services.sqlite_writer
-    if writer is not None:  # SQLite: one job of a group commit, its key handled inside
-        outcome = await writer.run(
-            partial(
-                sqlite_orders.place_order,
-                principal=principal,
-                data=body,
-                currency=services.settings.currency,
-                keyed=request.scope["state"].get(idempotency.KEYED_REQUEST),
-                box=services.secret_box,
-            )
-        )
-        return outcome.response()
-    async with services.db.write() as conn:
-        order = await service.create_order(conn, principal, body, services.settings.currency)
-        response = json_response(order, 201, {"Location": f"/v1/orders/{order['id']}"})
-        await idempotency.record(conn, request, response)
-    return response
+    keyed = request.scope["state"].get(idempotency.KEYED_REQUEST)  # its claim is in the batch
+    outcome = await services.orders.place(OrderRequest(principal, body, keyed))
+    return outcome.response()
 
 
 @router.get(

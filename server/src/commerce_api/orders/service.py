@@ -135,36 +135,6 @@ def cannot_reserve(index: int, product_id: str, quantity: int, available: int | 
     )
 
 
-async def create_order(
-    conn: AsyncConnection, principal: Principal, data: OrderCreate, currency: str
-) -> dict[str, Any]:
-    """Reserve stock for every line, then write the order and its ``order.created`` event.
-
-    (On SQLite the API places orders with ``orders.sqlite_orders`` instead: the same steps as
-    one job of a group commit.)
-    """
-    lines: dict[int, Line] = {}
-    for product_id, index in line_positions(principal, data).items():
-        quantity = data.items[index].quantity
-        reserved = await repository.reserve_stock(conn, product_id, quantity)
-        if reserved is None:
-            available = await repository.available_stock(conn, product_id)
-            raise cannot_reserve(index, product_id, quantity, available)
-        lines[index] = Line(product_id, reserved.name, quantity, reserved.price_minor)
-
-    account_id = principal.account_id
-    assert account_id is not None  # line_positions refuses keys without an account
-    order, items = new_order_rows(
-        account_id, data, currency, [lines[index] for index in range(len(data.items))]
-    )
-    await repository.insert_order(conn, order, items)
-    rendered = await _rendered(conn, order["id"])
-    await record_event(
-        conn, account_id=account_id, type=EVENT_FOR_STATUS[OrderStatus.PENDING], data=rendered
-    )
-    return rendered
-
-
 def new_order_rows(
     account_id: str, data: OrderCreate, currency: str, lines: list[Line]
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, and_, delete, func, or_, select, tuple_, u
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.db import Executor
 from commerce_api.ids import new_id
 from commerce_api.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
 
@@ -127,12 +128,25 @@ async def subscribed_endpoints(
     conn: AsyncConnection, account_id: str, event_type: str
 ) -> list[str]:
     """Enabled endpoints of the account that want this event type."""
+    return (await subscribers(conn, [account_id], event_type)).get(account_id, [])
+
+
+async def subscribers(
+    conn: Executor, account_ids: Collection[str], event_type: str
+) -> dict[str, list[str]]:
+    """Per account, its enabled endpoints that want this event type (one query for all)."""
     result = await conn.execute(
-        select(endpoints.c.id, endpoints.c.event_types).where(
-            *_live_endpoint(account_id), endpoints.c.enabled.is_(True)
+        select(endpoints.c.id, endpoints.c.account_id, endpoints.c.event_types).where(
+            endpoints.c.account_id.in_(sorted(account_ids)),
+            endpoints.c.deleted_at.is_(None),
+            endpoints.c.enabled.is_(True),
         )
     )
-    return [row.id for row in result if subscribes(row.event_types, event_type)]
+    found: dict[str, list[str]] = {}
+    for row in result:
+        if subscribes(row.event_types, event_type):
+            found.setdefault(row.account_id, []).append(row.id)
+    return found
 
 
 def subscribes(event_types: list[str] | None, event_type: str) -> bool:
