@@ -708,19 +708,21 @@ async def insert_orders(
         for index in range(count):
             created = start + timedelta(seconds=index // same_time_every)
             order_id = new_id("ord")
-            await orders_repository.insert_order(
+            await orders_repository.insert_orders(
                 conn,
-                {
-                    "id": order_id,
-                    "account_id": account_id,
-                    "status": status,
-                    "customer_id": customer_id,
-                    "shipping_address": dict(ADDRESS),
-                    "total_minor": 100,
-                    "currency": "USD",
-                    "created_at": created,
-                    "updated_at": created,
-                },
+                [
+                    {
+                        "id": order_id,
+                        "account_id": account_id,
+                        "status": status,
+                        "customer_id": customer_id,
+                        "shipping_address": dict(ADDRESS),
+                        "total_minor": 100,
+                        "currency": "USD",
+                        "created_at": created,
+                        "updated_at": created,
+                    }
+                ],
                 [
                     {
                         "order_id": order_id,

@@ -362,7 +362,7 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
     assert principal.account_id is not None
     product_ids = await new_products(db, [5, 2])
     before = await read_state(db, principal.account_id, product_ids)
-    monkeypatch.setattr(service, "record_event", _crash)
+    monkeypatch.setattr(placement, "record_events", _crash)
 
     with pytest.raises(RuntimeError, match="crash while writing the event"):
         async with db.write() as conn:

@@ -52,12 +52,13 @@ from commerce_api.db import Database, Executor, insert_rows
 from commerce_api.errors import APIError, error_body
 from commerce_api.events.service import NewEvent, record_events
 from commerce_api.group_commit import GroupCommit
+from commerce_api.orders import repository
 from commerce_api.orders.domain import EVENT_FOR_STATUS, Line, OrderStatus
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import cannot_reserve, line_positions, new_order_rows, render_order
 from commerce_api.routing import JSON
 from commerce_api.tables import idempotency_keys as keys
-from commerce_api.tables import order_items, orders, products
+from commerce_api.tables import products
 from commerce_api.timestamps import utcnow
 
 CREATED = EVENT_FOR_STATUS[OrderStatus.PENDING]
@@ -238,8 +239,8 @@ async def _write(
             taken,
         )
     if placed:
-        await insert_rows(conn, orders, [order for order, _, _ in placed])
-        await insert_rows(conn, order_items, [item for _, items, _ in placed for item in items])
+        lines = [item for _, items, _ in placed for item in items]
+        await repository.insert_orders(conn, [order for order, _, _ in placed], lines)
 
 
 async def _store_outcomes(

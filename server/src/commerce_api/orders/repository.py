@@ -10,27 +10,8 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.db import Executor, insert_rows
 from commerce_api.tables import order_items, orders, products
-
-
-async def reserve_stock(conn: AsyncConnection, product_id: str, quantity: int) -> Row[Any] | None:
-    """Take ``quantity`` units of an active product, atomically; None if it can't be done.
-
-    One conditional UPDATE: the row lock (PostgreSQL) or the write lock (SQLite) makes the
-    check and the decrement one step, so concurrent orders can never oversell. It returns the
-    name and price under the same lock, so the order copies what it reserved against.
-    """
-    result = await conn.execute(
-        update(products)
-        .where(
-            products.c.id == product_id,
-            products.c.archived_at.is_(None),
-            products.c.inventory_count >= quantity,
-        )
-        .values(inventory_count=products.c.inventory_count - quantity)
-        .returning(products.c.name, products.c.price_minor)
-    )
-    return result.first()
 
 
 async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -> None:
@@ -42,21 +23,12 @@ async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -
     )
 
 
-async def available_stock(conn: AsyncConnection, product_id: str) -> int | None:
-    """Units of an active product in stock; None when there is no such active product."""
-    result = await conn.scalar(
-        select(products.c.inventory_count).where(
-            products.c.id == product_id, products.c.archived_at.is_(None)
-        )
-    )
-    return None if result is None else int(result)
-
-
-async def insert_order(
-    conn: AsyncConnection, order: Mapping[str, Any], lines: Sequence[Mapping[str, Any]]
+async def insert_orders(
+    conn: Executor, new_orders: Sequence[Mapping[str, Any]], lines: Sequence[Mapping[str, Any]]
 ) -> None:
-    await conn.execute(orders.insert().values(**order))
-    await conn.execute(order_items.insert(), list(lines))
+    """New orders and their lines, one statement each however many."""
+    await insert_rows(conn, orders, new_orders)
+    await insert_rows(conn, order_items, lines)
 
 
 async def get_order(conn: AsyncConnection, order_id: str) -> Row[Any] | None:
