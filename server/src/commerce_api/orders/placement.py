@@ -4,32 +4,41 @@ Orders that arrive at the same moment are placed together (:class:`OrderDesk`, a
 built on ``commerce_api.group_commit``): one write transaction, one durable commit, and a
 fixed number of statements per batch however many orders it carries (:func:`place_batch`):
 
-1. Lock the products the batch names, in id order (``SELECT … FOR UPDATE`` on PostgreSQL; on
-   SQLite the transaction's write lock already excludes every other writer), then the rows its
-   ``Idempotency-Key`` s already have, in key order. Products before keys, always: no cycle
-   with a cancel, which locks products and then its own key.
+1. Claim the batch's new ``Idempotency-Key`` s (in-flight rows, ``INSERT … ON CONFLICT DO
+   NOTHING``, in key order), then read the products the batch names and the key rows that
+   existed already.
 2. Decide every order in turn, in memory: a key's stored response is replayed (or the key
    refused: 422, 409 in flight); an order takes its units only if every line fits after the
    orders before it, else it is refused (404/409) and takes nothing. This is exactly what the
    orders placed one after another would get — first come, first served, and the same "N
-   available" in the message.
-3. Write what was decided: one stock update per product (the batch's sum), the orders, their
-   lines, their ``order.created`` events and outbox deliveries, and each key's outcome (a new
-   row, or the taken-over row updated).
+   available" in the message. Write what was decided, inside a savepoint: the orders, their
+   lines, their ``order.created`` events and outbox deliveries.
+3. Lock the products (``SELECT … FOR UPDATE`` in id order; on SQLite the transaction's write
+   lock already excludes every other writer), then the existing key rows, and compare them
+   with what step 1 read. If they would change a decision — another process sold the units
+   this batch counted on, a price changed, a key's first request finished — roll back to the
+   savepoint and decide again against the locked rows.
+4. Store each key's outcome in its row, take the stock (one decrement per product, the
+   batch's sum), and commit.
+
+A hot product is locked for steps 3 and 4 only (three round trips and the commit), not for all
+of the batch's statements. The lock order is the same everywhere: new keys, products (in id
+order), then existing key rows — as a cancel locks its products and then its own key — so two
+transactions never wait on each other in a cycle.
 
 Every order, its stock change, its event, its deliveries and its stored response are in the
 one transaction, and no caller is answered before its commit has returned: a failed commit
 answers every order of the batch with that failure and keeps nothing; a statement that fails
 before it undoes the batch, whose orders are then run again one by one. Nothing is written for
-an order that is refused, so no savepoint is needed to undo one. Concurrent batches of other
-processes wait on the row locks (PostgreSQL) or the write lock (SQLite): no oversell.
+an order that is refused. Concurrent batches of other processes wait on the row locks
+(PostgreSQL) or the write lock (SQLite), and a batch changes stock only under its lock, after
+checking its decisions against the locked rows: no oversell.
 
 With a key, its row is written in the order's own transaction: a crash leaves no claim behind,
 so a retry after a crash is placed at once (nothing to wait out), and a retry of a request that
-committed finds its stored response under the row lock (never a second order). If another
-process stores the same new key between this batch's read and its insert, the key's unique
-index fails the batch before its commit; the group commit then runs each order alone, and that
-order finds the stored row.
+committed finds its stored response under the row lock (never a second order). A retry that
+arrives while the first request's batch (in another process) is running waits for its commit
+at the claim, then replays it.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ from starlette.responses import Response
 from commerce_api import idempotency
 from commerce_api.accounts.service import Principal
 from commerce_api.crypto import SecretBox
-from commerce_api.db import Database, Executor, insert_rows
+from commerce_api.db import Database, Executor, dialect_insert
 from commerce_api.errors import APIError, error_body
 from commerce_api.events.service import NewEvent, record_events
 from commerce_api.group_commit import GroupCommit
@@ -104,6 +113,30 @@ class _Stock:
     name: str
     price_minor: int
     taken: int = 0
+    refused: bool = False  # an order was refused for want of this product's stock
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What a batch decided: a result per request, and the units taken per product."""
+
+    results: list[Result]
+    stock: dict[str, _Stock]
+    key_updates: list[dict[str, Any]]  # taken-over keys' outcomes, written after the check
+
+    def holds_for(self, locked: dict[str, _Stock]) -> bool:
+        """Whether the locked rows would lead to the same decisions as the rows read before:
+        the same products, names and prices, enough units for what was taken, and the very
+        same count where an order was refused for want of stock (its message names it)."""
+        if locked.keys() != self.stock.keys():
+            return False
+        for product_id, read in self.stock.items():
+            now = locked[product_id]
+            if (now.name, now.price_minor) != (read.name, read.price_minor):
+                return False
+            if now.available < read.taken or (read.refused and now.available != read.available):
+                return False
+        return True
 
 
 async def place_batch(
@@ -114,12 +147,47 @@ async def place_batch(
     box: SecretBox | None,
 ) -> list[Result]:
     """Place ``requests`` in the caller's write transaction (see the module doc); one result
-    per request, in order. Requests must not share a key (``OrderDesk`` never batches two)."""
-    now = utcnow()
-    results: list[Result | None] = [None] * len(requests)
-    stock = await _lock_products(conn, {i.product_id for r in requests for i in r.data.items})
-    found_keys = await _lock_keys(conn, [r.keyed for r in requests if r.keyed is not None])
+    per request, in order. Requests must not share a key (``OrderDesk`` never batches two).
 
+    The products are locked last, just before their stock changes and the commit, so that a
+    hot product is held for three round trips per batch, not for all of its statements: the
+    batch is decided and written against the rows as read, then the rows are locked and
+    compared. If they no longer lead to the same decisions (another process sold what this
+    batch counted on, a price changed), the batch goes back to its savepoint and is decided
+    again against the locked rows.
+    """
+    product_ids = {item.product_id for request in requests for item in request.data.items}
+    keyed = [request.keyed for request in requests if request.keyed is not None]
+    now = utcnow()
+    claimed = await _claim_keys(conn, keyed, now)
+    existing = [k for k in keyed if (k.scope, k.key) not in claimed]
+    read_stock = await _products(conn, product_ids, lock=False)
+    read_keys = await _keys(conn, existing, lock=False)
+    await conn.exec_driver_sql("SAVEPOINT placement")
+    plan = await _place(conn, requests, read_stock, read_keys, now, currency, box)
+    locked_stock = await _products(conn, product_ids, lock=True)
+    locked_keys = await _keys(conn, existing, lock=True)
+    if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
+        await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
+        plan = await _place(conn, requests, locked_stock, locked_keys, now, currency, box)
+    await conn.exec_driver_sql("RELEASE SAVEPOINT placement")
+    await _update_keys(conn, plan.key_updates)
+    await _take_stock(conn, plan.stock)
+    return plan.results
+
+
+async def _place(
+    conn: Executor,
+    requests: Sequence[OrderRequest],
+    stock: dict[str, _Stock],
+    found_keys: dict[tuple[str, str], Any],
+    now: datetime,
+    currency: str,
+    box: SecretBox | None,
+) -> _Plan:
+    """Decide every request against ``stock`` and ``found_keys``, and write the orders, their
+    events and deliveries, and the keys' outcomes — everything but the stock change."""
+    results: list[Result | None] = [None] * len(requests)
     # Requests whose key this batch stores an outcome for → the key row's created_at (a
     # take-over keeps the abandoned claim's).
     to_store: dict[int, datetime] = {}
@@ -127,7 +195,7 @@ async def place_batch(
         if request.keyed is None:
             continue
         row = found_keys.get((request.keyed.scope, request.keyed.key))
-        if row is None:  # a new key
+        if row is None:  # a new key, claimed by this batch
             to_store[index] = now
             continue
         try:
@@ -160,17 +228,15 @@ async def place_batch(
         headers = {"content-type": JSON, "location": f"/v1/orders/{order['id']}"}
         results[index] = Outcome(201, headers, orjson.dumps(rendered), rendered)
 
-    await _write(conn, stock, placed)
-    await record_events(
-        conn,
-        CREATED,
-        [
-            NewEvent(order["account_id"], rendered, order["created_at"])
-            for order, _, rendered in placed
-        ],
-    )
-    await _store_outcomes(conn, requests, results, to_store, found_keys, now, box)
-    return [result for result in results if result is not None]
+    if placed:
+        rows = [item for _, items, _ in placed for item in items]
+        await repository.insert_orders(conn, [order for order, _, _ in placed], rows)
+    new_events = [
+        NewEvent(order["account_id"], data, order["created_at"]) for order, _, data in placed
+    ]
+    await record_events(conn, CREATED, new_events)
+    updates = _key_outcomes(requests, results, to_store, now, box)
+    return _Plan([result for result in results if result is not None], stock, updates)
 
 
 def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:
@@ -180,8 +246,11 @@ def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:
     for product_id, index in line_positions(request.principal, data).items():
         quantity = data.items[index].quantity
         product = stock.get(product_id)
-        left = None if product is None else product.available - product.taken
-        if product is None or left is None or left < quantity:
+        if product is None:
+            raise cannot_reserve(index, product_id, quantity, None)
+        left = product.available - product.taken
+        if left < quantity:
+            product.refused = True
             raise cannot_reserve(index, product_id, quantity, left)
         lines[index] = Line(product_id, product.name, quantity, product.price_minor)
     for line in lines.values():
@@ -189,25 +258,29 @@ def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:
     return [lines[index] for index in range(len(data.items))]
 
 
-async def _lock_products(conn: Executor, product_ids: set[str]) -> dict[str, _Stock]:
-    """The active products among ``product_ids``, locked until the commit, in id order."""
+async def _products(conn: Executor, product_ids: set[str], *, lock: bool) -> dict[str, _Stock]:
+    """The active products among ``product_ids`` (``lock``: locked until the commit, in id
+    order — PostgreSQL; SQLite's write transaction already excludes every other writer)."""
     if not product_ids:
         return {}
     query = (
         select(products.c.id, products.c.inventory_count, products.c.name, products.c.price_minor)
         .where(products.c.id.in_(sorted(product_ids)), products.c.archived_at.is_(None))
         .order_by(products.c.id)
-        .with_for_update()  # PostgreSQL; SQLite's write transaction already holds the lock
     )
-    rows = (await conn.execute(query)).all()
+    # FOR NO KEY UPDATE, the lock the stock's UPDATE takes: unlike FOR UPDATE, it does not
+    # wait for the key-share locks other batches' order lines take on the product (their
+    # foreign key), which would make two batches wait on each other in a cycle.
+    locked = query.with_for_update(key_share=True)
+    rows = (await conn.execute(locked if lock else query)).all()
     return {row.id: _Stock(row.inventory_count, row.name, row.price_minor) for row in rows}
 
 
-async def _lock_keys(
-    conn: Executor, keyed: list[idempotency.KeyedRequest]
+async def _keys(
+    conn: Executor, keyed: list[idempotency.KeyedRequest], *, lock: bool
 ) -> dict[tuple[str, str], Any]:
-    """The rows the batch's keys already have, locked until the commit, by (scope, key). A key
-    without a row gets one when its outcome is stored (``_store_outcomes``)."""
+    """The rows the batch's keys already have, by (scope, key) (``lock``: locked until the
+    commit, in key order). A key without a row gets one with its outcome (``_store_outcomes``)."""
     if not keyed:
         return {}
     wanted = {(k.scope, k.key) for k in keyed}
@@ -218,18 +291,22 @@ async def _lock_keys(
             keys.c.key.in_(sorted({key for _, key in wanted})),
         )
         .order_by(keys.c.scope, keys.c.key)
-        .with_for_update()
     )
-    rows = (await conn.execute(query)).all()
+    rows = (await conn.execute(query.with_for_update() if lock else query)).all()
     return {(row.scope, row.key): row for row in rows if (row.scope, row.key) in wanted}
 
 
-async def _write(
-    conn: Executor,
-    stock: dict[str, _Stock],
-    placed: list[tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]],
-) -> None:
-    """The batch's stock changes (one per product), orders and order lines."""
+def _same_keys(read: dict[tuple[str, str], Any], locked: dict[tuple[str, str], Any]) -> bool:
+    def state(row: Any) -> tuple[Any, ...]:
+        return (row.fingerprint, row.state, row.locked_at, row.created_at)
+
+    return read.keys() == locked.keys() and all(
+        state(row) == state(locked[key]) for key, row in read.items()
+    )
+
+
+async def _take_stock(conn: Executor, stock: dict[str, _Stock]) -> None:
+    """The batch's stock change: one decrement per product, its rows locked already."""
     taken = [{"product": pid, "units": s.taken} for pid, s in sorted(stock.items()) if s.taken]
     if taken:
         await conn.execute(
@@ -238,45 +315,61 @@ async def _write(
             .values(inventory_count=products.c.inventory_count - bindparam("units")),
             taken,
         )
-    if placed:
-        lines = [item for _, items, _ in placed for item in items]
-        await repository.insert_orders(conn, [order for order, _, _ in placed], lines)
 
 
-async def _store_outcomes(
-    conn: Executor,
+async def _claim_keys(
+    conn: Executor, keyed: list[idempotency.KeyedRequest], now: datetime
+) -> set[tuple[str, str]]:
+    """Claim the keys no row holds yet, first thing, in key order: an in-flight row, visible
+    to others only with the batch's commit (which fills in its outcome). Another transaction
+    inserting the same key waits for this one to end, and then finds the row; a key taken by
+    another transaction that has not committed yet makes this one wait for it — before it
+    holds any product, so the two never wait on each other in a cycle. The keys claimed."""
+    if not keyed:
+        return set()
+    claims = [
+        {
+            "scope": k.scope,
+            "key": k.key,
+            "fingerprint": k.fingerprint,
+            "state": "in_flight",
+            "locked_at": now,
+            "created_at": now,
+        }
+        for k in sorted(keyed, key=lambda k: (k.scope, k.key))
+    ]
+    inserted = await conn.execute(  # one statement: "insertmanyvalues" renders the rows
+        dialect_insert(conn)(keys)
+        .on_conflict_do_nothing(index_elements=["scope", "key"])
+        .returning(keys.c.scope, keys.c.key),
+        claims,
+    )
+    return {(row.scope, row.key) for row in inserted}
+
+
+def _key_outcomes(
     requests: Sequence[OrderRequest],
     results: list[Result | None],
     to_store: dict[int, datetime],
-    found_keys: dict[tuple[str, str], Any],
     now: datetime,
     box: SecretBox | None,
-) -> None:
-    """Each key's outcome (a 201 or the order's 4xx), in the orders' transaction: a new row
-    for a new key, the locked row updated for a key taken over (or expired)."""
-    new: list[dict[str, Any]] = []
+) -> list[dict[str, Any]]:
+    """The key rows' new values: each key's outcome (a 201 or the order's 4xx), written once
+    the batch holds its products and keys (``_update_keys``)."""
     changed: list[dict[str, Any]] = []
-    keyed_in_order = sorted(  # rows written in key order: two batches never wait in a cycle
-        (keyed.scope, keyed.key, index)
-        for index in to_store
-        if (keyed := requests[index].keyed) is not None
-    )
-    for _scope, _key, index in keyed_in_order:
-        result, keyed, created_at = results[index], requests[index].keyed, to_store[index]
+    for index, created_at in to_store.items():
+        result, keyed = results[index], requests[index].keyed
         assert isinstance(result, Outcome)
         assert keyed is not None
         assert box is not None
         values = idempotency.stored_values(result.status, result.headers, result.body, box)
         values.update(fingerprint=keyed.fingerprint, locked_at=now, created_at=created_at)
-        if (keyed.scope, keyed.key) in found_keys:
-            changed.append({f"new_{name}": value for name, value in values.items()})
-            changed[-1].update(match_scope=keyed.scope, match_key=keyed.key)
-        else:
-            new.append({**values, "scope": keyed.scope, "key": keyed.key})
-    # A plain INSERT: if another process stored one of these keys since the batch found it
-    # free (PostgreSQL), the unique key fails the batch before its commit, nothing of it is
-    # kept, and the group commit runs each order again alone — that one finds the key's row.
-    await insert_rows(conn, keys, new)
+        changed.append({f"new_{name}": value for name, value in values.items()})
+        changed[-1].update(match_scope=keyed.scope, match_key=keyed.key)
+    return changed
+
+
+async def _update_keys(conn: Executor, changed: list[dict[str, Any]]) -> None:
     if changed:
         columns = [name.removeprefix("new_") for name in changed[0] if name.startswith("new_")]
         await conn.execute(
