@@ -61,16 +61,44 @@ async def insert_rows(conn: Executor, table: Table, rows: Sequence[Mapping[str, 
     if not rows:
         return
     sql, converters = _compiled_insert(table, conn.dialect, tuple(rows[0]))
-    params = []
-    for row in rows:
-        values = []
-        for name, convert in converters:
-            value = row[name]
-            values.append(value if convert is None or value is None else convert(value))
-        params.append(tuple(values))
-    await conn.exec_driver_sql(sql, params)
+    await conn.exec_driver_sql(sql, [_converted(row, converters) for row in rows])
 
 
+async def execute_many(
+    conn: Executor, statement: Executable, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """``statement`` (a module-level constant with named bind parameters) once per row, in one
+    executemany, with its parameters converted as :func:`insert_rows` converts columns."""
+    if not rows:
+        return
+    cache_key = (id(statement), id(conn.dialect))
+    found = _STATEMENTS.get(cache_key)
+    if found is None:
+        compiled = statement.compile(dialect=conn.dialect)  # type: ignore[attr-defined]
+        order = compiled.positiontup
+        assert order is not None, "a positional paramstyle (qmark, numeric_dollar)"
+        converters = [
+            (
+                name,
+                compiled.binds[name].type.dialect_impl(conn.dialect).bind_processor(conn.dialect),
+            )
+            for name in order
+        ]
+        found = _STATEMENTS[cache_key] = (compiled.string, converters, statement)
+    sql, converters, _ = found
+    await conn.exec_driver_sql(sql, [_converted(row, converters) for row in rows])
+
+
+def _converted(row: Mapping[str, Any], converters: list[tuple[str, Any]]) -> tuple[Any, ...]:
+    values = []
+    for name, convert in converters:
+        value = row[name]
+        values.append(value if convert is None or value is None else convert(value))
+    return tuple(values)
+
+
+# Keeps each statement alive with its entry: the key is its id().
+_STATEMENTS: dict[tuple[int, int], tuple[str, list[tuple[str, Any]], Any]] = {}
 _INSERTS: dict[tuple[str, int, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
 
 

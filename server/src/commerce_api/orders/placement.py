@@ -57,7 +57,7 @@ from starlette.responses import Response
 from commerce_api import idempotency
 from commerce_api.accounts.service import Principal
 from commerce_api.crypto import SecretBox
-from commerce_api.db import Database, Executor, dialect_insert
+from commerce_api.db import Database, Executor, dialect_insert, execute_many
 from commerce_api.errors import APIError, error_body
 from commerce_api.events.service import NewEvent, record_events
 from commerce_api.group_commit import GroupCommit
@@ -308,13 +308,7 @@ def _same_keys(read: dict[tuple[str, str], Any], locked: dict[tuple[str, str], A
 async def _take_stock(conn: Executor, stock: dict[str, _Stock]) -> None:
     """The batch's stock change: one decrement per product, its rows locked already."""
     taken = [{"product": pid, "units": s.taken} for pid, s in sorted(stock.items()) if s.taken]
-    if taken:
-        await conn.execute(
-            update(products)
-            .where(products.c.id == bindparam("product"))
-            .values(inventory_count=products.c.inventory_count - bindparam("units")),
-            taken,
-        )
+    await execute_many(conn, _TAKE_STOCK, taken)
 
 
 async def _claim_keys(
@@ -369,15 +363,26 @@ def _key_outcomes(
     return changed
 
 
+_KEY_OUTCOME = (
+    *("fingerprint", "state", "locked_at", "created_at"),
+    *("response_status", "response_headers", "response_body"),
+)
+_STORE_OUTCOME = (
+    update(keys)
+    .where(keys.c.scope == bindparam("match_scope"), keys.c.key == bindparam("match_key"))
+    .values({name: bindparam(f"new_{name}") for name in _KEY_OUTCOME})
+)
+
+
 async def _update_keys(conn: Executor, changed: list[dict[str, Any]]) -> None:
-    if changed:
-        columns = [name.removeprefix("new_") for name in changed[0] if name.startswith("new_")]
-        await conn.execute(
-            update(keys)
-            .where(keys.c.scope == bindparam("match_scope"), keys.c.key == bindparam("match_key"))
-            .values({name: bindparam(f"new_{name}") for name in columns}),
-            changed,
-        )
+    await execute_many(conn, _STORE_OUTCOME, changed)
+
+
+_TAKE_STOCK = (
+    update(products)
+    .where(products.c.id == bindparam("product"))
+    .values(inventory_count=products.c.inventory_count - bindparam("units"))
+)
 
 
 def _key_of(request: OrderRequest) -> tuple[str, str] | None:
