@@ -64,6 +64,49 @@ async def insert_rows(conn: Executor, table: Table, rows: Sequence[Mapping[str, 
     await conn.exec_driver_sql(sql, [_converted(row, converters) for row in rows])
 
 
+async def insert_returning(
+    conn: Executor,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    conflict: Sequence[str],
+    returning: Sequence[str],
+) -> list[Any]:
+    """``INSERT … VALUES (…), (…) ON CONFLICT (conflict) DO NOTHING RETURNING returning`` for
+    ``rows`` (dicts with the same keys), one statement; the rows inserted. Converted as
+    :func:`insert_rows` does (an executemany cannot return rows), compiled once per row count."""
+    if not rows:
+        return []
+    names = tuple(rows[0])
+    cache_key = (table.name, id(conn.dialect), names, len(rows), tuple(conflict), tuple(returning))
+    found = _MULTI_INSERTS.get(cache_key)
+    if found is None:
+        statement = (
+            dialect_insert(conn)(table)
+            .values([dict.fromkeys(names)] * len(rows))
+            .on_conflict_do_nothing(index_elements=list(conflict))
+            .returning(*(table.c[name] for name in returning))
+        )
+        compiled = statement.compile(dialect=conn.dialect)
+        assert compiled.positiontup is not None, "a positional paramstyle"
+        slots = []
+        for bind in compiled.positiontup:  # "<column>_m<row>"
+            column, _, row = bind.rpartition("_m")
+            processor = table.c[column].type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
+            slots.append((int(row), column, processor))
+        found = _MULTI_INSERTS[cache_key] = (compiled.string, slots)
+    sql, slots = found
+    params = []
+    for index, column, convert in slots:
+        value = rows[index][column]
+        params.append(value if convert is None or value is None else convert(value))
+    result = await conn.exec_driver_sql(sql, tuple(params))
+    return list(result.all())
+
+
+_MULTI_INSERTS: dict[tuple[Any, ...], tuple[str, list[tuple[int, str, Any]]]] = {}
+
+
 async def execute_many(
     conn: Executor, statement: Executable, rows: Sequence[Mapping[str, Any]]
 ) -> None:

@@ -57,7 +57,7 @@ from starlette.responses import Response
 from commerce_api import idempotency
 from commerce_api.accounts.service import Principal
 from commerce_api.crypto import SecretBox
-from commerce_api.db import Database, Executor, dialect_insert, execute_many
+from commerce_api.db import Database, Executor, execute_many, insert_returning
 from commerce_api.errors import APIError, error_body
 from commerce_api.events.service import NewEvent, record_events
 from commerce_api.group_commit import GroupCommit
@@ -161,16 +161,22 @@ async def place_batch(
     now = utcnow()
     claimed = await _claim_keys(conn, keyed, now)
     existing = [k for k in keyed if (k.scope, k.key) not in claimed]
-    read_stock = await _products(conn, product_ids, lock=False)
-    read_keys = await _keys(conn, existing, lock=False)
-    await conn.exec_driver_sql("SAVEPOINT placement")
-    plan = await _place(conn, requests, read_stock, read_keys, now, currency, box)
-    locked_stock = await _products(conn, product_ids, lock=True)
-    locked_keys = await _keys(conn, existing, lock=True)
-    if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
-        await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
-        plan = await _place(conn, requests, locked_stock, locked_keys, now, currency, box)
-    await conn.exec_driver_sql("RELEASE SAVEPOINT placement")
+    # SQLite's write transaction holds the whole file from its first statement: the rows it
+    # reads are locked already, and the check below (with its savepoint) could never differ.
+    locked_already = conn.dialect.name == "sqlite"
+    read_stock = await _products(conn, product_ids, lock=locked_already)
+    read_keys = await _keys(conn, existing, lock=locked_already)
+    if locked_already:
+        plan = await _place(conn, requests, read_stock, read_keys, now, currency, box)
+    else:
+        await conn.exec_driver_sql("SAVEPOINT placement")
+        plan = await _place(conn, requests, read_stock, read_keys, now, currency, box)
+        locked_stock = await _products(conn, product_ids, lock=True)
+        locked_keys = await _keys(conn, existing, lock=True)
+        if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
+            await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
+            plan = await _place(conn, requests, locked_stock, locked_keys, now, currency, box)
+        await conn.exec_driver_sql("RELEASE SAVEPOINT placement")
     await _update_keys(conn, plan.key_updates)
     await _take_stock(conn, plan.stock)
     return plan.results
@@ -332,13 +338,10 @@ async def _claim_keys(
         }
         for k in sorted(keyed, key=lambda k: (k.scope, k.key))
     ]
-    inserted = await conn.execute(  # one statement: "insertmanyvalues" renders the rows
-        dialect_insert(conn)(keys)
-        .on_conflict_do_nothing(index_elements=["scope", "key"])
-        .returning(keys.c.scope, keys.c.key),
-        claims,
+    inserted = await insert_returning(
+        conn, keys, claims, conflict=["scope", "key"], returning=["scope", "key"]
     )
-    return {(row.scope, row.key) for row in inserted}
+    return {(scope, key) for scope, key in inserted}
 
 
 def _key_outcomes(
