@@ -163,14 +163,25 @@ _RATE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.MULTILINE)
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
 
 
-def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, script: str = "") -> Run:
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+def wrk(
+    url: str,
+    headers: dict[str, str],
+    seconds: int,
+    connections: int,
+    script: str = "",
+    *,
+    threads: int = 1,
+    cpu: int | None = 1,
+) -> Run:
+    """One wrk run, pinned to ``cpu`` (None: not pinned)."""
+    command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
     if script:
         command += ["-s", script]
+    command = [*command, url] if cpu is None else pinned(cpu, [*command, url])
     out = subprocess.run(  # noqa: S603
-        pinned(1, [*command, url]), capture_output=True, text=True, check=True
+        command, capture_output=True, text=True, check=True
     ).stdout
     scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}
     latencies = {p: float(v) * scale[u] for p, v, u in _LATENCY.findall(out)}
@@ -383,6 +394,181 @@ def measure_service(
     return scenarios
 
 
+HOT = "flash sale: one hot product (2 processes)"
+SPREAD = "flash sale: spread over 1,000 products (2 processes)"
+SELL_OUT_UNITS = 500
+SELL_OUT_BUYERS = 64
+
+# Each request orders one unit of a product drawn from ``ids`` (one id: the hot product).
+FLASH_SCRIPT = """
+counter = 0
+init = function(args)
+  math.randomseed(os.time() + math.floor(os.clock() * 1000000))
+  SEED = SEED .. "-" .. math.random(1, 1000000000)
+end
+request = function()
+  counter = counter + 1
+  wrk.headers["Idempotency-Key"] = "flash-" .. SEED .. "-" .. counter
+  local body = BODY:gsub("PRODUCT", ids[math.random(#ids)])
+  return wrk.format("POST", wrk.path, nil, body)
+end
+"""
+
+
+def bench_flash_sale(backend: str, args: argparse.Namespace, work: Path) -> list[Scenario]:
+    """Orders from two ``serve`` processes: all for one hot product, then spread over 1,000
+    products; then the sell-out check (see :func:`sell_out`)."""
+    database_name = None
+    if backend == "sqlite":
+        database_url = f"sqlite:///{work / 'flash-sale.db'}"
+    else:
+        database_name, database_url = asyncio.run(create_database())
+    try:
+        key, hot = asyncio.run(prepare(database_url, 1000))
+        ids, sell_out_id = asyncio.run(flash_sale_products(database_url))
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")},
+            "COMMERCE_DATABASE_URL": database_url,
+            "COMMERCE_RATE_LIMIT_ENABLED": "false",
+            # Two workers share rate-limit counters through Redis (the CLI insists), even
+            # with the limiter off, as the operator contract has it.
+            "COMMERCE_REDIS_URL": REDIS_URL,
+            "COMMERCE_REDIS_KEY_PREFIX": f"commerce-bench-{secrets.token_hex(4)}:",
+        }
+        port = free_port()
+        command = [str(BIN / "commerce-api"), "serve", "--port", str(port)]
+        command += ["--workers", str(args.flash_sale_workers), "--no-dispatcher"]
+        scenarios: list[Scenario] = []
+        with process(command, env, port) as pid:
+            url = f"http://127.0.0.1:{port}/v1/orders"
+            for name, products in ((HOT, [hot]), (SPREAD, ids)):
+                script = work / "flash.lua"
+                script.write_text(flash_script(products))
+                scenario = Scenario(backend, 1000, name, "/v1/orders")
+                headers = {"Authorization": f"Bearer {key}"}
+                wrk(url, headers, 2, args.connections, str(script), threads=2, cpu=None)
+                for _ in range(args.rounds):
+                    result = wrk(
+                        url,
+                        headers,
+                        args.duration,
+                        args.connections,
+                        str(script),
+                        threads=2,
+                        cpu=None,
+                    )
+                    result.rss_mb = rss_mb(pid)
+                    scenario.runs.append(result)
+                scenarios.append(scenario)
+            exact = asyncio.run(sell_out(f"http://127.0.0.1:{port}", key, sell_out_id))
+        SELL_OUT_RESULTS.append(f"{backend}: {exact}")
+        return scenarios
+    finally:
+        if database_name:
+            asyncio.run(drop_database(database_name))
+
+
+def flash_script(product_ids: list[str]) -> str:
+    body = json.dumps(
+        {
+            "customer_id": "cus_flash",
+            "items": [{"product_id": "PRODUCT", "quantity": 1}],
+            "shipping_address": {
+                "street": "1 Main Street",
+                "city": "Springfield",
+                "postal_code": "12345",
+                "country": "US",
+            },
+        }
+    )
+    ids = ", ".join(json.dumps(product_id) for product_id in product_ids)
+    return (
+        f'SEED = "{secrets.token_hex(4)}"\nwrk.method = "POST"\n'
+        f"BODY = {json.dumps(body)}\nids = {{{ids}}}\n"
+        'wrk.headers["Content-Type"] = "application/json"\n' + FLASH_SCRIPT
+    )
+
+
+async def flash_sale_products(database_url: str) -> tuple[list[str], str]:
+    """The catalogue's product ids, and a new product with ``SELL_OUT_UNITS`` in stock."""
+    from sqlalchemy import select
+
+    from commerce_api.catalog import repository
+    from commerce_api.db import Database
+    from commerce_api.ids import new_id
+    from commerce_api.tables import products
+    from commerce_api.timestamps import utcnow
+
+    db = Database(database_url)
+    async with db.write() as conn:
+        ids: list[str] = list((await conn.scalars(select(products.c.id))).all())
+        sell_out_id = new_id("prod")
+        now = utcnow()
+        row = {
+            "id": sell_out_id,
+            "name": "Limited edition",
+            "description": "Sold out in seconds.",
+            "price_minor": 9900,
+            "category": "apparel",
+            "inventory_count": SELL_OUT_UNITS,
+            "created_at": now,
+            "updated_at": now,
+        }
+        await repository.insert_many(conn, [row])
+    await db.dispose()
+    return ids, sell_out_id
+
+
+async def sell_out(base: str, key: str, product_id: str) -> str:
+    """``SELL_OUT_BUYERS`` buyers each order one unit at a time until the product is out of
+    stock (a 409): exactly ``SELL_OUT_UNITS`` orders must succeed and the stock end at 0."""
+    body = {
+        "customer_id": "cus_sell_out",
+        "items": [{"product_id": product_id, "quantity": 1}],
+        "shipping_address": {
+            "street": "1 Main St",
+            "city": "X",
+            "postal_code": "1",
+            "country": "US",
+        },
+    }
+    headers = {"Authorization": f"Bearer {key}"}
+    placed = 0
+    unexpected: list[int] = []
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
+
+        async def buyer() -> None:
+            nonlocal placed
+            for _ in range(SELL_OUT_UNITS + 1):  # bounded: one buyer could take every unit
+                response = await client.post(
+                    "/v1/orders", json=body, headers={"Idempotency-Key": secrets.token_hex(16)}
+                )
+                if response.status_code == 201:
+                    placed += 1
+                elif response.status_code == 409:
+                    return
+                else:
+                    unexpected.append(response.status_code)
+                    return
+
+        await asyncio.gather(*(buyer() for _ in range(SELL_OUT_BUYERS)))
+        stock = (await client.get(f"/v1/products/{product_id}")).json()["inventory_count"]
+        listed = await client.get("/v1/orders", params={"customer_id": "cus_sell_out", "limit": 1})
+        total = listed.json()["pagination"]["total"]
+    if unexpected or placed != SELL_OUT_UNITS or total != SELL_OUT_UNITS or stock != 0:
+        raise RuntimeError(
+            f"sell-out not exact: {placed} orders answered 201, {total} stored, stock {stock}, "
+            f"other statuses {unexpected[:10]}"
+        )
+    return (
+        f"{SELL_OUT_BUYERS} buyers of one unit each, {SELL_OUT_UNITS} units: {placed} orders "
+        f"answered 201, {total} stored, stock {stock} (exact)"
+    )
+
+
+SELL_OUT_RESULTS: list[str] = []
+
+
 def drain_outbox(
     backend: str, products: int, env: dict[str, str], receiver_url: str, args: argparse.Namespace
 ) -> Scenario:
@@ -428,6 +614,10 @@ def ceiling_of(scenario: Scenario, scenarios: list[Scenario]) -> Scenario | None
     delivery scenario, the orders per second of the same run."""
     if scenario.name.startswith("deliver"):
         ceiling_name = "create order"
+    elif scenario.name == HOT:
+        ceiling_name = SPREAD
+    elif scenario.name == SPREAD:
+        return None
     elif "by id" in scenario.name:
         ceiling_name = "ceiling: product bytes"
     else:
@@ -491,6 +681,24 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
         "receiver that answers at once; its ratio is to the create-order row (x orders/s), "
         "not to a ceiling.",
     ]
+    hot = {s.backend: s for s in scenarios if s.name == HOT}
+    if hot:
+        lines += [
+            "",
+            "Flash sale: two `serve` processes, wrk -t2 -c32 unpinned, rate limits off; the hot "
+            "row's ratio is to the spread row of the same backend.",
+        ]
+    if "sqlite" in hot and "postgresql" in hot:
+        low, high = hot["postgresql"].spread("requests_per_second")
+        sqlite_low, sqlite_high = hot["sqlite"].spread("requests_per_second")
+        median = hot["postgresql"].median("requests_per_second") / hot["sqlite"].median(
+            "requests_per_second"
+        )
+        lines.append(
+            f"PostgreSQL hot-product orders/s x SQLite's: {median:.2f} "
+            f"({low / sqlite_high:.2f}-{high / sqlite_low:.2f})"
+        )
+    lines += [f"Sell-out, {result}" for result in SELL_OUT_RESULTS]
     text = "\n".join(lines)
     if final:
         print(text)
@@ -555,6 +763,10 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--output", default="latest", help="bench/results/<output>.{md,json,png}")
+    parser.add_argument(
+        "--suites", default="reads,flash-sale", help="reads (per catalogue size), flash-sale"
+    )
+    parser.add_argument("--flash-sale-workers", type=int, default=2, help="serve --workers")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("make bench needs wrk: `sudo apt-get install wrk` (Debian/Ubuntu).")
@@ -564,12 +776,17 @@ def main() -> None:
         backends = [b for b in backends if b != "postgresql"]
     work = Path(tempfile.mkdtemp(prefix="commerce-bench-"))
     scenarios: list[Scenario] = []
+    suites = args.suites.split(",")
     try:
         for backend in backends:
-            for size in (int(s) for s in args.sizes.split(",")):
+            for size in (int(s) for s in args.sizes.split(",")) if "reads" in suites else ():
                 print(f"== {backend}, {size:,} products", flush=True)
                 scenarios += bench_backend(backend, size, args, work)
                 report(scenarios, args, final=False)  # a partial run still leaves its figures
+        for backend in backends if "flash-sale" in suites else ():
+            print(f"== {backend}, flash sale", flush=True)
+            scenarios += bench_flash_sale(backend, args, work)
+            report(scenarios, args, final=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(scenarios, args)
