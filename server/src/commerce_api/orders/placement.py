@@ -5,8 +5,8 @@ built on ``commerce_api.group_commit``): one write transaction, one durable comm
 fixed number of statements per batch however many orders it carries (:func:`place_batch`):
 
 1. Claim the batch's new ``Idempotency-Key`` s (in-flight rows, ``INSERT … ON CONFLICT DO
-   NOTHING``, in key order), then read the products the batch names and the key rows that
-   existed already.
+   NOTHING``, in key order; not on SQLite, where the transaction already excludes every other
+   writer), then read the products the batch names and the key rows that existed already.
 2. Decide every order in turn, in memory: a key's stored response is replayed (or the key
    refused: 422, 409 in flight); an order takes its units only if every line fits after the
    orders before it, else it is refused (404/409) and takes nothing. This is exactly what the
@@ -57,7 +57,7 @@ from starlette.responses import Response
 from commerce_api import idempotency
 from commerce_api.accounts.service import Principal
 from commerce_api.crypto import SecretBox
-from commerce_api.db import Database, Executor, execute_many, insert_returning
+from commerce_api.db import Database, Executor, execute_many, insert_returning, insert_rows
 from commerce_api.errors import APIError, error_body
 from commerce_api.events.service import NewEvent, record_events
 from commerce_api.group_commit import GroupCommit
@@ -122,7 +122,7 @@ class _Plan:
 
     results: list[Result]
     stock: dict[str, _Stock]
-    key_updates: list[dict[str, Any]]  # taken-over keys' outcomes, written after the check
+    key_outcomes: list[dict[str, Any]]  # the key rows' values, written after the check
 
     def holds_for(self, locked: dict[str, _Stock]) -> bool:
         """Whether the locked rows would lead to the same decisions as the rows read before:
@@ -159,11 +159,13 @@ async def place_batch(
     product_ids = {item.product_id for request in requests for item in request.data.items}
     keyed = [request.keyed for request in requests if request.keyed is not None]
     now = utcnow()
-    claimed = await _claim_keys(conn, keyed, now)
-    existing = [k for k in keyed if (k.scope, k.key) not in claimed]
     # SQLite's write transaction holds the whole file from its first statement: the rows it
-    # reads are locked already, and the check below (with its savepoint) could never differ.
+    # reads are locked already, no other transaction can store a key meanwhile (so a new key's
+    # row is written once, with its outcome: no claim first), and the check below (with its
+    # savepoint) could never differ.
     locked_already = conn.dialect.name == "sqlite"
+    claimed = set() if locked_already else await _claim_keys(conn, keyed, now)
+    existing = [k for k in keyed if (k.scope, k.key) not in claimed]
     read_stock = await _products(conn, product_ids, lock=locked_already)
     read_keys = await _keys(conn, existing, lock=locked_already)
     if locked_already:
@@ -176,8 +178,9 @@ async def place_batch(
         if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
             await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
             plan = await _place(conn, requests, locked_stock, locked_keys, now, currency, box)
+        read_keys = locked_keys
         await conn.exec_driver_sql("RELEASE SAVEPOINT placement")
-    await _update_keys(conn, plan.key_updates)
+    await _store_keys(conn, plan.key_outcomes, claimed | read_keys.keys())
     await _take_stock(conn, plan.stock)
     return plan.results
 
@@ -241,8 +244,8 @@ async def _place(
         NewEvent(order["account_id"], data, order["created_at"]) for order, _, data in placed
     ]
     await record_events(conn, CREATED, new_events)
-    updates = _key_outcomes(requests, results, to_store, now, box)
-    return _Plan([result for result in results if result is not None], stock, updates)
+    outcomes = _key_outcomes(requests, results, to_store, now, box)
+    return _Plan([result for result in results if result is not None], stock, outcomes)
 
 
 def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:
@@ -351,9 +354,9 @@ def _key_outcomes(
     now: datetime,
     box: SecretBox | None,
 ) -> list[dict[str, Any]]:
-    """The key rows' new values: each key's outcome (a 201 or the order's 4xx), written once
-    the batch holds its products and keys (``_update_keys``)."""
-    changed: list[dict[str, Any]] = []
+    """The key rows' values: each key's outcome (a 201 or the order's 4xx), written once the
+    batch holds its products and keys (``_store_keys``)."""
+    rows: list[dict[str, Any]] = []
     for index, created_at in to_store.items():
         result, keyed = results[index], requests[index].keyed
         assert isinstance(result, Outcome)
@@ -361,9 +364,8 @@ def _key_outcomes(
         assert box is not None
         values = idempotency.stored_values(result.status, result.headers, result.body, box)
         values.update(fingerprint=keyed.fingerprint, locked_at=now, created_at=created_at)
-        changed.append({f"new_{name}": value for name, value in values.items()})
-        changed[-1].update(match_scope=keyed.scope, match_key=keyed.key)
-    return changed
+        rows.append({"scope": keyed.scope, "key": keyed.key, **values})
+    return rows
 
 
 _KEY_OUTCOME = (
@@ -377,8 +379,23 @@ _STORE_OUTCOME = (
 )
 
 
-async def _update_keys(conn: Executor, changed: list[dict[str, Any]]) -> None:
+async def _store_keys(
+    conn: Executor, outcomes: list[dict[str, Any]], with_row: set[tuple[str, str]]
+) -> None:
+    """The keys' rows: updated where one exists (claimed by this batch, or found), inserted
+    where none does (a new key on SQLite)."""
+    changed = [
+        {
+            **{f"new_{name}": row[name] for name in _KEY_OUTCOME},
+            "match_scope": row["scope"],
+            "match_key": row["key"],
+        }
+        for row in outcomes
+        if (row["scope"], row["key"]) in with_row
+    ]
     await execute_many(conn, _STORE_OUTCOME, changed)
+    new = [row for row in outcomes if (row["scope"], row["key"]) not in with_row]
+    await insert_rows(conn, keys, new)
 
 
 _TAKE_STOCK = (
