@@ -56,7 +56,8 @@ REDIS_URL = os.environ.get("COMMERCE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0
 CATEGORIES = ["books", "electronics", "apparel", "home", "toys", "grocery", "garden", "sport"]
 
 # A fresh key per request, and per wrk run (the warm-up and each round start their counters
-# anew): a reused key would measure idempotent replays, not orders.
+# anew): a reused key would measure idempotent replays, not orders. Each request orders one
+# unit of a product drawn from ``ids`` (one id: always that product).
 ORDER_SCRIPT = """
 counter = 0
 init = function(args)
@@ -66,9 +67,37 @@ end
 request = function()
   counter = counter + 1
   wrk.headers["Idempotency-Key"] = "bench-" .. SEED .. "-" .. counter
-  return wrk.format("POST", wrk.path)
+  local body = BODY:gsub("PRODUCT", ids[math.random(#ids)])
+  return wrk.format("POST", wrk.path, nil, body)
 end
 """
+ADDRESS = {
+    "street": "1 Main Street",
+    "city": "Springfield",
+    "postal_code": "12345",
+    "country": "US",
+}
+
+
+def order_body(product_id: str, customer_id: str) -> dict[str, Any]:
+    """An order of one unit of ``product_id``."""
+    return {
+        "customer_id": customer_id,
+        "items": [{"product_id": product_id, "quantity": 1}],
+        "shipping_address": ADDRESS,
+    }
+
+
+def order_script(path: Path, product_ids: list[str], customer_id: str) -> str:
+    """Write the wrk script that places orders for ``product_ids``; its path."""
+    body = json.dumps(order_body("PRODUCT", customer_id))
+    ids = ", ".join(json.dumps(product_id) for product_id in product_ids)
+    path.write_text(
+        f'SEED = "{secrets.token_hex(4)}"\nwrk.method = "POST"\n'
+        f"BODY = {json.dumps(body)}\nids = {{{ids}}}\n"
+        'wrk.headers["Content-Type"] = "application/json"\n' + ORDER_SCRIPT
+    )
+    return str(path)
 
 
 @dataclass
@@ -197,6 +226,25 @@ def wrk(
     )
 
 
+def measure(
+    scenario: Scenario,
+    url: str,
+    headers: dict[str, str],
+    pid: int,
+    args: argparse.Namespace,
+    lua: str = "",
+    **placement: Any,
+) -> Scenario:
+    """A warm-up, then ``args.rounds`` wrk runs of ``url`` into ``scenario``, each with the
+    server's memory; ``placement``: wrk's ``threads`` and ``cpu``."""
+    wrk(url, headers, 2, args.connections, lua, **placement)
+    for _ in range(args.rounds):
+        result = wrk(url, headers, args.duration, args.connections, lua, **placement)
+        result.rss_mb = rss_mb(pid)
+        scenario.runs.append(result)
+    return scenario
+
+
 async def prepare(database_url: str, products: int) -> tuple[str, str]:
     """Migrate, load the catalogue, return (client key, a product id)."""
     from commerce_api.accounts import service as accounts
@@ -272,20 +320,26 @@ def postgres_and_redis_available() -> bool:
     return asyncio.run(check())
 
 
+@contextmanager
+def bench_database(backend: str, path: Path) -> Iterator[str]:
+    """The URL of a new database: a SQLite file at ``path``, or a PostgreSQL database of the
+    bench's own, dropped at the end."""
+    if backend == "sqlite":
+        yield f"sqlite:///{path}"
+        return
+    database_name, database_url = asyncio.run(create_database())
+    try:
+        yield database_url
+    finally:
+        asyncio.run(drop_database(database_name))
+
+
 def bench_backend(
     backend: str, products: int, args: argparse.Namespace, work: Path
 ) -> list[Scenario]:
-    database_name = None
-    if backend == "sqlite":
-        database_url = f"sqlite:///{work / f'bench-{products}.db'}"
-    else:
-        database_name, database_url = asyncio.run(create_database())
-    try:
+    with bench_database(backend, work / f"bench-{products}.db") as database_url:
         key, product_id = asyncio.run(prepare(database_url, products))
         return measure_service(backend, products, database_url, key, product_id, args, work)
-    finally:
-        if database_name:
-            asyncio.run(drop_database(database_name))
 
 
 def measure_service(
@@ -319,24 +373,7 @@ def measure_service(
         ),
         ("product by id", f"/v1/products/{product_id}"),
     ]
-    order_body = json.dumps(
-        {
-            "customer_id": "cus_bench",
-            "items": [{"product_id": product_id, "quantity": 1}],
-            "shipping_address": {
-                "street": "1 Main Street",
-                "city": "Springfield",
-                "postal_code": "12345",
-                "country": "US",
-            },
-        }
-    )
-    script = work / "orders.lua"
-    script.write_text(
-        f'SEED = "{secrets.token_hex(4)}"\nwrk.method = "POST"\n'
-        f"wrk.body = {json.dumps(order_body)}\n"
-        'wrk.headers["Content-Type"] = "application/json"\n' + ORDER_SCRIPT
-    )
+    script = order_script(work / "orders.lua", [product_id], "cus_bench")
     scenarios: list[Scenario] = []
 
     receiver_port = free_port()
@@ -350,12 +387,7 @@ def measure_service(
 
     def run(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> None:
         scenario = Scenario(backend, products, name, url.split(":", 2)[2].split("/", 1)[1])
-        wrk(url, headers, 2, args.connections, lua)  # warm-up
-        for _ in range(args.rounds):
-            result = wrk(url, headers, args.duration, args.connections, lua)
-            result.rss_mb = rss_mb(pid)
-            scenario.runs.append(result)
-        scenarios.append(scenario)
+        scenarios.append(measure(scenario, url, headers, pid, args, lua))
 
     port = free_port()
     with process(pinned(1, receiver), env, receiver_port), serve(port) as pid:
@@ -367,7 +399,7 @@ def measure_service(
             run(name, base + path, auth, pid)
         endpoint = {"url": receiver_url + "/hook", "events": ["order.created"]}
         httpx.post(base + "/v1/webhook_endpoints", headers=auth, json=endpoint).raise_for_status()
-        run("create order", base + "/v1/orders", auth, pid, str(script))
+        run("create order", base + "/v1/orders", auth, pid, script)
     with process(pinned(1, receiver), env, receiver_port):
         scenarios.append(drain_outbox(backend, products, env, receiver_url, args))
     port = free_port()
@@ -399,31 +431,11 @@ SPREAD = "flash sale: spread over 1,000 products (2 processes)"
 SELL_OUT_UNITS = 500
 SELL_OUT_BUYERS = 64
 
-# Each request orders one unit of a product drawn from ``ids`` (one id: the hot product).
-FLASH_SCRIPT = """
-counter = 0
-init = function(args)
-  math.randomseed(os.time() + math.floor(os.clock() * 1000000))
-  SEED = SEED .. "-" .. math.random(1, 1000000000)
-end
-request = function()
-  counter = counter + 1
-  wrk.headers["Idempotency-Key"] = "flash-" .. SEED .. "-" .. counter
-  local body = BODY:gsub("PRODUCT", ids[math.random(#ids)])
-  return wrk.format("POST", wrk.path, nil, body)
-end
-"""
-
 
 def bench_flash_sale(backend: str, args: argparse.Namespace, work: Path) -> list[Scenario]:
     """Orders from two ``serve`` processes: all for one hot product, then spread over 1,000
     products; then the sell-out check (see :func:`sell_out`)."""
-    database_name = None
-    if backend == "sqlite":
-        database_url = f"sqlite:///{work / 'flash-sale.db'}"
-    else:
-        database_name, database_url = asyncio.run(create_database())
-    try:
+    with bench_database(backend, work / "flash-sale.db") as database_url:
         key, hot = asyncio.run(prepare(database_url, 1000))
         ids, sell_out_id = asyncio.run(flash_sale_products(database_url))
         env = {
@@ -438,55 +450,19 @@ def bench_flash_sale(backend: str, args: argparse.Namespace, work: Path) -> list
         port = free_port()
         command = [str(BIN / "commerce-api"), "serve", "--port", str(port)]
         command += ["--workers", str(args.flash_sale_workers), "--no-dispatcher"]
+        headers = {"Authorization": f"Bearer {key}"}
         scenarios: list[Scenario] = []
         with process(command, env, port) as pid:
             url = f"http://127.0.0.1:{port}/v1/orders"
             for name, products in ((HOT, [hot]), (SPREAD, ids)):
-                script = work / "flash.lua"
-                script.write_text(flash_script(products))
+                script = order_script(work / "flash.lua", products, "cus_flash")
                 scenario = Scenario(backend, 1000, name, "/v1/orders")
-                headers = {"Authorization": f"Bearer {key}"}
-                wrk(url, headers, 2, args.connections, str(script), threads=2, cpu=None)
-                for _ in range(args.rounds):
-                    result = wrk(
-                        url,
-                        headers,
-                        args.duration,
-                        args.connections,
-                        str(script),
-                        threads=2,
-                        cpu=None,
-                    )
-                    result.rss_mb = rss_mb(pid)
-                    scenario.runs.append(result)
-                scenarios.append(scenario)
+                scenarios.append(
+                    measure(scenario, url, headers, pid, args, script, threads=2, cpu=None)
+                )
             exact = asyncio.run(sell_out(f"http://127.0.0.1:{port}", key, sell_out_id))
         SELL_OUT_RESULTS.append(f"{backend}: {exact}")
         return scenarios
-    finally:
-        if database_name:
-            asyncio.run(drop_database(database_name))
-
-
-def flash_script(product_ids: list[str]) -> str:
-    body = json.dumps(
-        {
-            "customer_id": "cus_flash",
-            "items": [{"product_id": "PRODUCT", "quantity": 1}],
-            "shipping_address": {
-                "street": "1 Main Street",
-                "city": "Springfield",
-                "postal_code": "12345",
-                "country": "US",
-            },
-        }
-    )
-    ids = ", ".join(json.dumps(product_id) for product_id in product_ids)
-    return (
-        f'SEED = "{secrets.token_hex(4)}"\nwrk.method = "POST"\n'
-        f"BODY = {json.dumps(body)}\nids = {{{ids}}}\n"
-        'wrk.headers["Content-Type"] = "application/json"\n' + FLASH_SCRIPT
-    )
 
 
 async def flash_sale_products(database_url: str) -> tuple[list[str], str]:
@@ -522,16 +498,7 @@ async def flash_sale_products(database_url: str) -> tuple[list[str], str]:
 async def sell_out(base: str, key: str, product_id: str) -> str:
     """``SELL_OUT_BUYERS`` buyers each order one unit at a time until the product is out of
     stock (a 409): exactly ``SELL_OUT_UNITS`` orders must succeed and the stock end at 0."""
-    body = {
-        "customer_id": "cus_sell_out",
-        "items": [{"product_id": product_id, "quantity": 1}],
-        "shipping_address": {
-            "street": "1 Main St",
-            "city": "X",
-            "postal_code": "1",
-            "country": "US",
-        },
-    }
+    body = order_body(product_id, "cus_sell_out")
     headers = {"Authorization": f"Bearer {key}"}
     placed = 0
     unexpected: list[int] = []
