@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from starlette.responses import Response
 
 from commerce_api import idempotency
@@ -27,6 +27,7 @@ from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
 from commerce_api.tables import idempotency_keys as keys
 from commerce_api.timestamps import utcnow
+from tests.api.test_idempotency import insert_key_row
 
 SCOPE, KEY, PRINT = "acct_race", "race", "f" * 64
 BOX = SecretBox("a test key for the idempotency race, long enough")
@@ -35,18 +36,7 @@ FIRST_BODY = b'{"placed_by": "the first request"}'
 
 async def abandoned_claim(db: Database) -> None:
     """An in-flight claim whose lease has run out (its request looks dead)."""
-    stale = utcnow() - idempotency.LEASE - timedelta(seconds=5)
-    async with db.write() as conn:
-        await conn.execute(
-            insert(keys).values(
-                scope=SCOPE,
-                key=KEY,
-                fingerprint=PRINT,
-                state="in_flight",
-                locked_at=stale,
-                created_at=stale,
-            )
-        )
+    await insert_key_row(db, SCOPE, KEY, PRINT, age=idempotency.LEASE + timedelta(seconds=5))
 
 
 async def finish_first_request(db: Database) -> None:
@@ -88,29 +78,17 @@ async def test_a_retry_that_loses_the_race_to_the_first_request_replays_it(
     db = Database(postgresql_database_url)
     try:
         await abandoned_claim(db)
-        original = idempotency.verdict
+        original_take_over = idempotency._take_over
         raced = False
 
-        def verdict_then_first_request_commits(*args: Any) -> idempotency.Verdict:
+        async def first_request_commits_before_the_take_over(*args: Any, **kwargs: Any) -> bool:
             nonlocal raced
-            found = original(*args)
-            if found == "take_over" and not raced:
+            if not raced:  # between the retry's read of the row and its take-over
                 raced = True
-                # The first request commits between the retry's read and its take-over.
-                loop_task = finish_first_request(db)
-                pending.append(loop_task)
-            return found
-
-        pending: list[Any] = []
-        monkeypatch.setattr(idempotency, "verdict", verdict_then_first_request_commits)
-        original_take_over = idempotency._take_over
-
-        async def take_over_after_the_race(*args: Any, **kwargs: Any) -> bool:
-            while pending:
-                await pending.pop()
+                await finish_first_request(db)
             return await original_take_over(*args, **kwargs)
 
-        monkeypatch.setattr(idempotency, "_take_over", take_over_after_the_race)
+        monkeypatch.setattr(idempotency, "_take_over", first_request_commits_before_the_take_over)
         keyed = idempotency.KeyedRequest(SCOPE, KEY, PRINT)
         outcome = await idempotency.claim(db, BOX, keyed)
         assert raced
