@@ -13,8 +13,11 @@ success and rolls back on any exception. Services and repositories never commit.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import mmap
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -217,6 +220,8 @@ class Database:
         self._wal_index: wal_index.WalIndex | None = None
         self._batch_engine: Engine | None = None  # SQLite: see write_batch
         self._batch_io: ThreadPoolExecutor | None = None
+        self._batch_turn: _WriterTurn | None = None
+        self._one_batch_at_a_time = asyncio.Lock()
 
     @property
     def is_sqlite(self) -> bool:
@@ -245,23 +250,42 @@ class Database:
         yielding to it between statements, as the async driver would, with every other request
         of the process served while the lock is held. ``BEGIN IMMEDIATE`` (which may wait for
         another process) and the ``COMMIT`` (the fsync) still run on a thread of their own.
+        The batches of the processes on one file take turns (:class:`_WriterTurn`); one that
+        waits longer than the busy timeout fails with SQLite's "database is locked".
         """
         if not self.is_sqlite:
             async with self.write() as conn:
                 yield conn
             return
+        # The batch engine has one connection: one batch at a time in a process.
+        async with self._one_batch_at_a_time, self._sqlite_batch() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _sqlite_batch(self) -> AsyncIterator[Executor]:
         loop = asyncio.get_running_loop()
-        engine, io = self._batch_writer()
-        inline = await loop.run_in_executor(io, _begin_immediate, engine)
+        engine, io, turn = self._batch_writer()
+        begin = _Begin(engine, turn)
+        begun = loop.run_in_executor(io, begin.run)
+        try:
+            inline = await asyncio.wait_for(asyncio.shield(begun), SQLITE_BUSY_TIMEOUT_SECONDS)
+        except BaseException as exc:
+            begin.abandon(io)
+            if isinstance(exc, TimeoutError):
+                raise sqlite3.OperationalError("database is locked") from None
+            raise
+        assert inline is not None  # None only once abandoned
         try:
             yield _InlineConnection(inline)
         except BaseException:
-            await loop.run_in_executor(io, _end, inline, False)
+            await loop.run_in_executor(io, _end, inline, False, turn)
             raise
-        await loop.run_in_executor(io, _end, inline, True)
+        await loop.run_in_executor(io, _end, inline, True, turn)
 
-    def _batch_writer(self) -> tuple[Engine, ThreadPoolExecutor]:
-        if self._batch_engine is None or self._batch_io is None:
+    def _batch_writer(self) -> tuple[Engine, ThreadPoolExecutor, _WriterTurn]:
+        if self._batch_engine is None or self._batch_io is None or self._batch_turn is None:
+            assert self.sqlite_path is not None
+            self._batch_turn = _WriterTurn(self.sqlite_path)
             self._batch_engine = create_engine(
                 self.url.set(drivername="sqlite+pysqlite"),
                 poolclass=StaticPool,  # one connection: a process writes one batch at a time
@@ -273,7 +297,7 @@ class Database:
             )
             _configure_sqlite(self._batch_engine)
             self._batch_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-batch")
-        return self._batch_engine, self._batch_io
+        return self._batch_engine, self._batch_io, self._batch_turn
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
@@ -308,6 +332,9 @@ class Database:
             )
             self._batch_io.shutdown(wait=True)
             self._batch_engine = self._batch_io = None
+        if self._batch_turn is not None:
+            self._batch_turn.close()
+            self._batch_turn = None
         if self._wal_index is not None:
             self._wal_index.release()
             self._wal_index = None
@@ -375,18 +402,75 @@ class _InlineConnection:
         return self._conn.exec_driver_sql(statement, parameters)
 
 
-def _begin_immediate(engine: Engine) -> Connection:
-    conn = engine.connect()
-    try:
-        _roll_back_leftover(conn)
-        conn.execution_options(**{_IMMEDIATE: True}).begin()
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+class _WriterTurn:
+    """Whose turn it is to write a batch, among the processes on one SQLite file.
+
+    Without it, a process whose ``BEGIN IMMEDIATE`` finds the file locked by another process's
+    batch waits in SQLite's busy handler, which polls with sleeps growing to 100 ms: the file
+    stands idle between the other batch's COMMIT and the next poll, and an unlucky process
+    waits for seconds. An exclusive ``flock`` on a file beside the database is a queue the
+    kernel wakes the moment the holder lets go (``flock`` and SQLite's POSIX locks never
+    interfere). Only the batch writers take it; any other writer still meets them at SQLite's
+    own lock, as before. The lock goes with the process if it dies; the file stays (removing
+    it while another process holds it would let a third lock a new file).
+    """
+
+    def __init__(self, database_path: str) -> None:
+        self._fd = os.open(f"{database_path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def take(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def give_back(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
-def _end(conn: Connection, commit: bool) -> None:
+class _Begin:
+    """A batch's ``BEGIN IMMEDIATE`` after its turn, run on the batch thread, which its caller
+    may give up waiting for (the busy timeout, or a cancellation). Whichever side comes second
+    ends what the thread began, so the turn and the write lock are never left held: the thread
+    if the caller gave up first, else the caller, on the same thread, before any later batch.
+    """
+
+    def __init__(self, engine: Engine, turn: _WriterTurn) -> None:
+        self._engine = engine
+        self._turn = turn
+        self._guard = threading.Lock()
+        self._abandoned = False
+        self._begun: Connection | None = None
+
+    def run(self) -> Connection | None:
+        self._turn.take()
+        try:
+            conn = self._engine.connect()
+            try:
+                _roll_back_leftover(conn)
+                conn.execution_options(**{_IMMEDIATE: True}).begin()
+            except BaseException:
+                conn.close()
+                raise
+        except BaseException:
+            self._turn.give_back()
+            raise
+        with self._guard:
+            if not self._abandoned:
+                self._begun = conn
+                return conn
+        _end(conn, False, self._turn)
+        return None  # nobody waits for it any more
+
+    def abandon(self, io: ThreadPoolExecutor) -> None:
+        with self._guard:
+            self._abandoned = True
+            begun, self._begun = self._begun, None
+        if begun is not None:
+            io.submit(_end, begun, False, self._turn)
+
+
+def _end(conn: Connection, commit: bool, turn: _WriterTurn) -> None:
     try:
         if commit:
             conn.commit()
@@ -396,7 +480,10 @@ def _end(conn: Connection, commit: bool) -> None:
         try:
             _roll_back_leftover(conn)
         finally:
-            conn.close()
+            try:
+                conn.close()
+            finally:
+                turn.give_back()
 
 
 def _roll_back_leftover(conn: Connection) -> None:

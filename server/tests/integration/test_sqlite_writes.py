@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text, update
 
+from commerce_api import db as db_module
 from commerce_api.db import Database
 from commerce_api.ids import new_id
 from commerce_api.tables import products
@@ -206,3 +210,87 @@ async def test_opening_a_new_database_waits_for_a_locked_file(tmp_path: Path) ->
         release.join()
         holder.close()
         await db.dispose()
+
+
+# Batches (Database.write_batch) of the processes on one file take turns on a lock beside it.
+# Two Database objects hold two open files of that lock, which exclude each other as two
+# processes' would; the test probes the lock the same way, without ever blocking on it.
+
+
+def _turn_is_free(path: Path) -> bool:
+    fd = os.open(f"{path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # also lets go of the lock if it was taken
+    return True
+
+
+@asynccontextmanager
+async def _turn_held_elsewhere(path: Path) -> AsyncIterator[None]:
+    fd = os.open(f"{path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+async def test_a_batch_holds_the_writers_turn_from_begin_to_commit(sqlite_db: Database) -> None:
+    path = Path(sqlite_db.sqlite_path or "")
+    async with sqlite_db.write_batch():
+        assert not _turn_is_free(path)
+    assert _turn_is_free(path)
+
+    async def failing_batch() -> None:
+        async with sqlite_db.write_batch():
+            assert not _turn_is_free(path)
+            raise RuntimeError("the batch failed")
+
+    with pytest.raises(RuntimeError):
+        await failing_batch()
+    assert _turn_is_free(path)
+
+
+async def test_a_batch_waits_for_another_processs_turn_and_gives_up_after_the_busy_timeout(
+    sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = Path(sqlite_db.sqlite_path or "")
+    product_id = await _insert_product(sqlite_db, INITIAL)
+    monkeypatch.setattr(db_module, "SQLITE_BUSY_TIMEOUT_SECONDS", 0.2)
+    async with _turn_held_elsewhere(path):
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            async with sqlite_db.write_batch():
+                pytest.fail("the batch began while another process had the turn")
+    # The thread that waited got the turn when it was let go, and gave it back unused; the
+    # next batch takes it and commits.
+    async with sqlite_db.write_batch() as conn:
+        await conn.execute(
+            update(products).where(products.c.id == product_id).values(inventory_count=7)
+        )
+    assert await _inventory(sqlite_db, product_id) == 7
+    assert _turn_is_free(path)
+
+
+async def test_batches_of_two_processes_on_one_file_commit_every_write(
+    sqlite_database_url: str,
+) -> None:
+    first, second = Database(sqlite_database_url), Database(sqlite_database_url)
+    try:
+        product_id = await _insert_product(first, INITIAL)
+
+        async def take_one(db: Database) -> None:
+            async with db.write_batch() as conn:
+                await conn.execute(
+                    update(products)
+                    .where(products.c.id == product_id)
+                    .values(inventory_count=products.c.inventory_count - 1)
+                )
+
+        await asyncio.gather(*(take_one(db) for db in (first, second) * (WRITERS // 2)))
+        assert await _inventory(first, product_id) == INITIAL - WRITERS
+    finally:
+        await first.dispose()
+        await second.dispose()
