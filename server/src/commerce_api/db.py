@@ -221,7 +221,8 @@ class Database:
         self._batch_engine: Engine | None = None  # SQLite: see write_batch
         self._batch_io: ThreadPoolExecutor | None = None
         self._batch_turn: _WriterTurn | None = None
-        self._one_batch_at_a_time = asyncio.Lock()
+        self._writers_lock = asyncio.Lock()
+        self._writers_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -235,9 +236,27 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction: committed when the block succeeds, rolled back otherwise."""
-        async with self._write_engine.begin() as conn:
+        """A write transaction: committed when the block succeeds, rolled back otherwise.
+
+        On SQLite the writers of a process queue on one lock before their ``BEGIN IMMEDIATE``
+        (SQLite admits one writer at a time anyway): waiting there, each starts the moment the
+        one before it commits, where SQLite's busy handler would poll with sleeps of up to
+        100 ms. A write transaction must not wait for another one of the same process.
+        """
+        if not self.is_sqlite:
+            async with self._write_engine.begin() as conn:
+                yield conn
+            return
+        async with self._writers(), self._write_engine.begin() as conn:
             yield conn
+
+    def _writers(self) -> asyncio.Lock:
+        """The lock the SQLite writers of this process queue on (one per event loop: a lock
+        belongs to the loop it was first waited on in)."""
+        loop = asyncio.get_running_loop()
+        if self._writers_loop is not loop:
+            self._writers_lock, self._writers_loop = asyncio.Lock(), loop
+        return self._writers_lock
 
     @asynccontextmanager
     async def write_batch(self) -> AsyncIterator[Executor]:
@@ -257,8 +276,9 @@ class Database:
             async with self.write() as conn:
                 yield conn
             return
-        # The batch engine has one connection: one batch at a time in a process.
-        async with self._one_batch_at_a_time, self._sqlite_batch() as conn:
+        # In the queue of the process's writers (see write); the batch engine has one
+        # connection, so this is also one batch at a time.
+        async with self._writers(), self._sqlite_batch() as conn:
             yield conn
 
     @asynccontextmanager

@@ -318,6 +318,27 @@ async def test_each_subscribed_endpoint_gets_its_own_signed_delivery(
         assert (await world.delivery(event_id, endpoint_id)).status == "succeeded"
 
 
+async def test_attempts_that_finish_together_are_recorded_in_one_commit(
+    world: World, receiver: Receiver
+) -> None:
+    """The outcomes of attempts finishing at the same moment share a transaction (a group
+    commit), each with its delivery's state and its attempt in the history."""
+    endpoint_ids = [(await world.endpoint(receiver.url(f"/e{i}")))[0] for i in range(8)]
+    _, event_id = await world.order()
+    dispatcher = world.dispatcher()
+
+    assert await drain(dispatcher) == 8
+
+    batches, recorded = dispatcher._records.batches, dispatcher._records.items
+    assert recorded == 8
+    assert batches < recorded, "every outcome was committed on its own"
+    for endpoint_id in endpoint_ids:
+        assert (await world.delivery(event_id, endpoint_id)).status == "succeeded"
+    async with world.db.read() as conn:
+        history = await repository.attempts_of(conn, event_id)
+    assert sorted(row.endpoint_id for row in history) == sorted(endpoint_ids)
+
+
 async def test_fulfilment_is_delivered_as_order_fulfilled(world: World, receiver: Receiver) -> None:
     _, secret = await world.endpoint(receiver.url())
     order, _ = await world.order()

@@ -36,8 +36,9 @@ from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Settings
 from commerce_api.tables import events, webhook_attempts, webhook_deliveries
 from commerce_api.timestamps import utcnow
+from commerce_api.webhooks import dispatcher as dispatcher_module
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
+from commerce_api.webhooks.dispatcher import ACCOUNT_SHARE, Dispatcher, stop_dispatcher
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests.conftest import make_settings
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
@@ -273,12 +274,21 @@ async def _deadlocks(db: Database) -> int | None:
 
 
 async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
-    db: Database, database_url: str, caplog: pytest.LogCaptureFixture
+    db: Database,
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """200 failing attempts from four dispatchers at once, on two endpoints that the failures
     disable (after 1 s) while an operator keeps re-enabling them. Each dispatcher transaction
     locks a delivery and then its endpoint, and disabling touches no delivery: no deadlock
-    (PostgreSQL counts none), and every attempt that was made is recorded."""
+    (PostgreSQL counts none), and every attempt that was made is recorded.
+
+    The dispatchers keep fewer attempts in flight than they would (15 each), each taking
+    0.4 s, so that the run lasts past the 1 s after which failures disable an endpoint."""
+    monkeypatch.setattr(dispatcher_module, "CONCURRENCY", 20)
+    monkeypatch.setattr(dispatcher_module, "CLAIM_BATCH", 5)
+    monkeypatch.setattr(dispatcher_module, "ACCOUNT_SHARE", 15)
     settings, box = _settings(
         database_url,
         webhook_retry_schedule=(),  # one attempt per delivery
@@ -290,7 +300,7 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
     with running_receiver() as receiver:
         endpoint_ids = []
         for path in PATHS:
-            receiver.reply(path, Reply(500, delay=0.1))
+            receiver.reply(path, Reply(500, delay=0.4))
             created = await _create_endpoint(db, principal, receiver.url(path), settings, box)
             endpoint_ids.append(created["id"])
         await _place_orders(db, principal, product_id, FAILING_DELIVERIES // len(PATHS))
@@ -361,9 +371,10 @@ async def test_one_accounts_timing_out_endpoints_do_not_delay_another_account(
     db: Database, database_url: str
 ) -> None:
     """Account A has 16 endpoints whose receiver never answers in time, and a backlog of their
-    deliveries; account B's events still arrive at once (well within one attempt timeout of
-    their creation): A never holds every slot of the dispatcher, and each account's oldest
-    delivery is claimed before anyone's second."""
+    deliveries larger than an account's share of the dispatcher; account B's events still
+    arrive at once (well within one attempt timeout of their creation): A never holds every
+    slot of the dispatcher, and each account's oldest delivery is claimed before anyone's
+    second."""
     timeout = 2.0
     settings, box = _settings(
         database_url, webhook_retry_schedule=(0, 0, 0), webhook_timeout_seconds=timeout
@@ -375,7 +386,9 @@ async def test_one_accounts_timing_out_endpoints_do_not_delay_another_account(
             receiver.reply(f"/slow/{index}", Reply(200, delay=timeout * 3))
             await _create_endpoint(db, hog, receiver.url(f"/slow/{index}"), settings, box)
         await _create_endpoint(db, other, receiver.url("/fast"), settings, box)
-        await _place_orders(db, hog, hog_product, 3)  # 48 deliveries that time out
+        # More deliveries that time out than one account may have in flight: A fills its share.
+        backlog = ACCOUNT_SHARE // settings.webhook_max_endpoints + 1
+        await _place_orders(db, hog, hog_product, backlog)
 
         dispatcher = Dispatcher(settings, db, box)
         running = asyncio.create_task(dispatcher.run())

@@ -28,7 +28,9 @@ import httpx
 import orjson
 
 from commerce_api.crypto import SecretBox
-from commerce_api.db import Database
+from commerce_api.db import Database, Executor, insert_rows
+from commerce_api.group_commit import GroupCommit
+from commerce_api.ids import new_id
 from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_outcome
 from commerce_api.settings import Settings
 from commerce_api.timestamps import format_timestamp, utcnow
@@ -40,10 +42,12 @@ logger = logging.getLogger("commerce_api.webhooks")
 
 # Attempts in flight per dispatcher. A dispatcher claims only what it can start at once, so a
 # claim stands for an attempt in progress (see repository.claim_due).
-CONCURRENCY = 20
+# Enough that a receiver answering in a millisecond or two keeps one process's dispatcher busy
+# (the attempts themselves are cheap; the commits, an fsync each, are what attempts wait for).
+CONCURRENCY = 100
 # Claims are made CLAIM_BATCH at a time, at least (or when nothing is in flight): every claim is
 # a write transaction, and one per finished attempt would double the dispatcher's commits.
-CLAIM_BATCH = 5
+CLAIM_BATCH = 20
 # At most this many attempts in flight for one account: another account's delivery always
 # finds CLAIM_BATCH free slots, whatever the first one's endpoints do (slow, failing, many).
 ACCOUNT_SHARE = CONCURRENCY - CLAIM_BATCH
@@ -85,6 +89,21 @@ def decide(
 GONE_REASON = "The receiver answered 410 Gone."
 
 
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A finished attempt, to be recorded: the delivery's new state, the attempt for the
+    history, and the verdict on the endpoint's health."""
+
+    event_id: str
+    endpoint_id: str
+    attempts: int  # with this one
+    outcome: Outcome
+    attempted_at: datetime
+    status_code: int | None
+    duration_ms: int
+    error: str | None
+
+
 def disable_reason(
     *, gone: bool, failing_since: datetime, now: datetime, disable_after: timedelta
 ) -> str | None:
@@ -115,9 +134,15 @@ class Dispatcher:
             follow_redirects=False,
             headers={"User-Agent": USER_AGENT},
             trust_env=False,
+            # One kept-alive connection per attempt in flight (httpx keeps 20 by default: the
+            # rest would be a new connection per attempt to a busy receiver).
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=CONCURRENCY),
         )
         self._stopping = asyncio.Event()
         self._busy: Counter[str] = Counter()  # attempts in flight per account
+        # Finished attempts are recorded in batches: one transaction and one commit for all
+        # the attempts that finished meanwhile, not one each (group_commit.py).
+        self._records: GroupCommit[Finished, bool] = GroupCommit(db, self._record_batch)
 
     async def run(self) -> None:
         """Deliver until :meth:`stop`: keep up to ``CONCURRENCY`` attempts in flight, claiming
@@ -158,6 +183,7 @@ class Dispatcher:
                 for task in in_flight:
                     task.cancel()
                 await asyncio.gather(*in_flight, return_exceptions=True)
+                await self._records.close()
                 await self._release()
                 await self._http.aclose()
                 logger.info("webhook dispatcher stopped")
@@ -248,33 +274,18 @@ class Dispatcher:
             schedule=self.settings.webhook_retry_schedule,
             now=utcnow(),
         )
-        async with self.db.write() as conn:
-            kept = await repository.finish_delivery(
-                conn,
-                event_id=event_id,
-                endpoint_id=endpoint_id,
-                token=self.token,
-                values={
-                    "status": outcome.delivery_status,
-                    "attempts": attempts_before + 1,
-                    "next_attempt_at": outcome.next_attempt_at,
-                    "updated_at": utcnow(),
-                },
-            )
-            if not kept:  # our claim lapsed and another dispatcher owns the delivery now
-                return
-            await repository.record_attempt(
-                conn,
-                {
-                    "event_id": event_id,
-                    "endpoint_id": endpoint_id,
-                    "attempted_at": attempted_at,
-                    "status_code": status_code,
-                    "duration_ms": duration_ms,
-                    "error": error,
-                },
-            )
-            await self._update_endpoint_health(conn, endpoint_id, outcome, utcnow())
+        finished = Finished(
+            event_id,
+            endpoint_id,
+            attempts_before + 1,
+            outcome,
+            attempted_at,
+            status_code,
+            duration_ms,
+            error,
+        )
+        if not await self._records.submit(finished):
+            return  # our claim lapsed and another dispatcher owns the delivery now
         result = deliveries_outcome(outcome.delivery_status)
         DELIVERY_OUTCOMES[result].inc()
         logger.info(
@@ -290,12 +301,52 @@ class Dispatcher:
             },
         )
 
+    async def _record_batch(self, conn: Executor, batch: list[Finished]) -> list[bool]:
+        """Record finished attempts in one transaction; per attempt, whether its claim still
+        held (if not, another dispatcher owns the delivery now and nothing of it is written).
+
+        Lock order: the deliveries first (each claimed by this dispatcher alone), then the
+        endpoints in id order — the same in every batch of every dispatcher, and disabling an
+        endpoint touches no delivery — so two transactions never wait on each other in a cycle.
+        """
+        now = utcnow()
+        kept = [
+            await repository.finish_delivery(
+                conn,
+                event_id=done.event_id,
+                endpoint_id=done.endpoint_id,
+                token=self.token,
+                values={
+                    "status": done.outcome.delivery_status,
+                    "attempts": done.attempts,
+                    "next_attempt_at": done.outcome.next_attempt_at,
+                    "updated_at": now,
+                },
+            )
+            for done in batch
+        ]
+        recorded = [done for done, ok in zip(batch, kept, strict=True) if ok]
+        history = [
+            {
+                "id": new_id("att"),
+                "event_id": done.event_id,
+                "endpoint_id": done.endpoint_id,
+                "attempted_at": done.attempted_at,
+                "status_code": done.status_code,
+                "duration_ms": done.duration_ms,
+                "error": done.error,
+            }
+            for done in recorded
+        ]
+        await insert_rows(conn, repository.attempts, history)
+        for done in sorted(recorded, key=lambda done: done.endpoint_id):
+            await self._update_endpoint_health(conn, done.endpoint_id, done.outcome, now)
+        return kept
+
     async def _update_endpoint_health(
-        self, conn: Any, endpoint_id: str, outcome: Outcome, now: datetime
+        self, conn: Executor, endpoint_id: str, outcome: Outcome, now: datetime
     ) -> None:
-        """Record the attempt's verdict on the endpoint's row (after the delivery's: every
-        transaction of the dispatcher locks a delivery, then its endpoint, and disabling an
-        endpoint touches no delivery, so they cannot deadlock)."""
+        """Record the attempt's verdict on the endpoint's row (see ``_record_batch``)."""
         if outcome.succeeded:
             await repository.mark_healthy(conn, endpoint_id)
             return

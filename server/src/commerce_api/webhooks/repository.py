@@ -68,7 +68,7 @@ async def update_endpoint(
     return result.first() is not None
 
 
-async def mark_failing(conn: AsyncConnection, endpoint_id: str, now: datetime) -> datetime:
+async def mark_failing(conn: Executor, endpoint_id: str, now: datetime) -> datetime:
     """Note a failed attempt: the endpoint is failing since ``now`` unless it already was.
     Returns since when (read under the row's lock, so concurrent attempts agree)."""
     result = await conn.execute(
@@ -81,7 +81,7 @@ async def mark_failing(conn: AsyncConnection, endpoint_id: str, now: datetime) -
     return since
 
 
-async def mark_healthy(conn: AsyncConnection, endpoint_id: str) -> None:
+async def mark_healthy(conn: Executor, endpoint_id: str) -> None:
     """Note a successful attempt: the endpoint is no longer failing."""
     await conn.execute(
         update(endpoints)
@@ -90,7 +90,7 @@ async def mark_healthy(conn: AsyncConnection, endpoint_id: str) -> None:
     )
 
 
-async def disable_endpoint(conn: AsyncConnection, endpoint_id: str, reason: str) -> None:
+async def disable_endpoint(conn: Executor, endpoint_id: str, reason: str) -> None:
     """Disable the endpoint. Its pending deliveries stay pending (no dispatcher claims them
     meanwhile) and resume when it is re-enabled; this touches no delivery row, so it never
     waits on one an attempt holds."""
@@ -382,7 +382,7 @@ def _claimed(event_id: str, endpoint_id: str, token: str) -> ColumnElement[bool]
 
 
 async def finish_delivery(
-    conn: AsyncConnection,
+    conn: Executor,
     *,
     event_id: str,
     endpoint_id: str,
@@ -406,10 +406,6 @@ async def release_claims(conn: AsyncConnection, token: str, now: datetime) -> No
         deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.claimed_at
     ).where(deliveries.c.claim_token == token)
     await _record_interrupted(conn, (await conn.execute(unfinished)).all(), now)
-
-
-async def record_attempt(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
-    await conn.execute(attempts.insert().values(id=new_id("att"), **values))
 
 
 async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
