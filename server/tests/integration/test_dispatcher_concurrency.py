@@ -163,9 +163,22 @@ async def _unfinished(db: Database, account_id: str) -> int:
     return int(count or 0)
 
 
+def _fewer_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dispatchers that keep 15 attempts in flight, not 80: one alone would otherwise claim a
+    test's whole backlog at once, and the others would have nothing to do side by side."""
+    monkeypatch.setattr(dispatcher_module, "CONCURRENCY", 20)
+    monkeypatch.setattr(dispatcher_module, "CLAIM_BATCH", 5)
+    monkeypatch.setattr(dispatcher_module, "ACCOUNT_SHARE", 15)
+
+
 async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_in_parallel(
-    db: Database, database_url: str, receiver: Receiver, scenario: str
+    db: Database,
+    database_url: str,
+    receiver: Receiver,
+    scenario: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    _fewer_in_flight(monkeypatch)
     script, retried = SCENARIOS[scenario]
     settings, box = _settings(database_url, webhook_retry_schedule=(1, 1, 1))
     principal, product_id = await _setup(db, box, database_url)
@@ -284,11 +297,9 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
     locks a delivery and then its endpoint, and disabling touches no delivery: no deadlock
     (PostgreSQL counts none), and every attempt that was made is recorded.
 
-    The dispatchers keep fewer attempts in flight than they would (15 each), each taking
-    0.4 s, so that the run lasts past the 1 s after which failures disable an endpoint."""
-    monkeypatch.setattr(dispatcher_module, "CONCURRENCY", 20)
-    monkeypatch.setattr(dispatcher_module, "CLAIM_BATCH", 5)
-    monkeypatch.setattr(dispatcher_module, "ACCOUNT_SHARE", 15)
+    The dispatchers keep fewer attempts in flight (15 each), each taking 0.4 s, so that the
+    run lasts past the 1 s after which failures disable an endpoint."""
+    _fewer_in_flight(monkeypatch)
     settings, box = _settings(
         database_url,
         webhook_retry_schedule=(),  # one attempt per delivery
