@@ -47,7 +47,14 @@ from commerce_api.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.timestamps import format_timestamp, utcnow
 from commerce_api.webhooks import repository
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
+from commerce_api.webhooks.dispatcher import (
+    GONE_REASON,
+    Claim,
+    Dispatcher,
+    Finished,
+    decide,
+    stop_dispatcher,
+)
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests.conftest import make_settings
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
@@ -175,7 +182,8 @@ class World:
 
     async def endpoint_row(self, endpoint_id: str) -> Any:
         async with self.db.read() as conn:
-            return await repository.endpoint_by_id(conn, endpoint_id)
+            query = select(webhook_endpoints).where(webhook_endpoints.c.id == endpoint_id)
+            return (await conn.execute(query)).first()
 
     async def set_endpoint(self, endpoint_id: str, **values: object) -> None:
         async with self.db.write() as conn:
@@ -506,6 +514,49 @@ async def test_a_connection_refused_is_recorded_as_an_error(world: World) -> Non
 # --- endpoint health ----------------------------------------------------------------------------
 
 
+async def test_one_batch_of_outcomes_is_recorded_as_the_attempts_one_by_one_would_be(
+    world: World, receiver: Receiver
+) -> None:
+    """Three attempts for one endpoint finish together — a 410 first, then two successes — and
+    are recorded in one batch: each delivery closed with its own outcome and one attempt
+    counted, each attempt in the history, and the endpoint disabled by the 410 although the
+    batch's last attempt succeeded (as when recorded one at a time)."""
+    endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
+    event_ids = [(await world.order())[1] for _ in range(3)]
+    dispatcher = world.dispatcher(webhook_retry_schedule=(0, 0, 0))
+    now = utcnow()
+    async with world.db.write() as conn:
+        claimed = await repository.claim_due(
+            conn, now=now, until=now + dispatcher.lease, token=dispatcher.token, limit=20
+        )
+    assert sorted(c.event_id for c in claimed) == sorted(event_ids)
+    codes = dict(zip(event_ids, (410, 200, 204), strict=True))
+    finished = [
+        Finished(
+            event_id,
+            endpoint_id,
+            decide(status_code=codes[event_id], attempts_before=0, schedule=(0,), now=now),
+            now,
+            codes[event_id],
+            3,
+            None,
+        )
+        for event_id in event_ids
+    ]
+
+    async with world.db.write_batch() as conn:
+        assert await dispatcher._record_batch(conn, finished) == [True, True, True]
+
+    for event_id, status in zip(event_ids, ("failed", "succeeded", "succeeded"), strict=True):
+        delivery = await world.delivery(event_id, endpoint_id)
+        assert (delivery.status, delivery.attempts, delivery.claim_token) == (status, 1, None)
+        [attempt] = await world.attempts(event_id)
+        assert attempt.status_code == codes[event_id]
+    endpoint = await world.endpoint_row(endpoint_id)
+    assert (endpoint.enabled, endpoint.disabled_reason) == (False, GONE_REASON)
+    assert endpoint.failing_since is None
+
+
 async def test_410_disables_the_endpoint_and_later_events_are_not_sent(
     world: World, receiver: Receiver
 ) -> None:
@@ -695,10 +746,11 @@ async def test_a_pending_delivery_to_a_disabled_endpoint_waits_unclaimed(
     assert (delivery.status, delivery.attempts, delivery.claim_token) == ("pending", 0, None)
 
 
-async def test_an_endpoint_disabled_after_the_claim_leaves_the_delivery_waiting(
+async def test_an_endpoint_disabled_while_it_is_claimed_leaves_the_delivery_waiting(
     world: World, receiver: Receiver
 ) -> None:
-    """Disabled between a dispatcher's claim and its attempt: the attempt is not made, the
+    """Disabled between the claim's choice of deliveries and its read of their endpoints (on
+    PostgreSQL another transaction may commit in between): the attempt is not made, the
     claim is given back, and the delivery still waits."""
     endpoint_id, _ = await world.endpoint(receiver.url("/hook"))
     _, event_id = await world.order()
@@ -709,8 +761,10 @@ async def test_an_endpoint_disabled_after_the_claim_leaves_the_delivery_waiting(
             conn, now=now, until=now + dispatcher.lease, token=dispatcher.token, limit=20
         )
     await world.set_endpoint(endpoint_id, enabled=False)
+    async with world.db.read() as conn:
+        events, endpoints = await repository.claimed_rows(conn, [claimed])
 
-    await dispatcher._attempt_one(event_id, endpoint_id, claimed.attempts)
+    await dispatcher._attempt_one(Claim(claimed, events[event_id], endpoints[endpoint_id]))
 
     assert receiver.requests() == []
     assert await world.attempts(event_id) == []

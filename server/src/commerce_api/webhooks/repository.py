@@ -120,10 +120,6 @@ async def replace_secret(
     )
 
 
-async def endpoint_by_id(conn: AsyncConnection, endpoint_id: str) -> Row[Any] | None:
-    return (await conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id))).first()
-
-
 async def subscribed_endpoints(
     conn: AsyncConnection, account_id: str, event_type: str
 ) -> list[str]:
@@ -228,7 +224,7 @@ def _due(now: datetime) -> list[ColumnElement[bool]]:
 
 
 async def claim_due(
-    conn: AsyncConnection,
+    conn: Executor,
     *,
     now: datetime,
     until: datetime,
@@ -338,9 +334,7 @@ async def claim_due(
     ]
 
 
-async def _record_interrupted(
-    conn: AsyncConnection, rows: Sequence[Row[Any]], now: datetime
-) -> None:
+async def _record_interrupted(conn: Executor, rows: Sequence[Row[Any]], now: datetime) -> None:
     """The attempts these unfinished claims stand for (started at ``claimed_at``, outcome
     unknown): one history entry each, counted in the delivery's attempts."""
     if not rows:
@@ -373,6 +367,20 @@ async def _record_interrupted(
     )
 
 
+async def claimed_rows(
+    conn: Executor, claimed: Sequence[Claimed]
+) -> tuple[dict[str, Row[Any]], dict[str, Row[Any]]]:
+    """The events and the endpoints of claimed deliveries, by id: read with the claim, in its
+    transaction (two queries for the whole claim, not two per attempt)."""
+    if not claimed:
+        return {}, {}
+    event_ids = sorted({row.event_id for row in claimed})
+    endpoint_ids = sorted({row.endpoint_id for row in claimed})
+    found_events = await conn.execute(select(events).where(events.c.id.in_(event_ids)))
+    found_endpoints = await conn.execute(select(endpoints).where(endpoints.c.id.in_(endpoint_ids)))
+    return {row.id: row for row in found_events}, {row.id: row for row in found_endpoints}
+
+
 def _claimed(event_id: str, endpoint_id: str, token: str) -> ColumnElement[bool]:
     return and_(
         deliveries.c.event_id == event_id,
@@ -397,6 +405,28 @@ async def finish_delivery(
         .returning(deliveries.c.event_id)
     )
     return result.first() is not None
+
+
+async def finish_deliveries(
+    conn: Executor, keys: Sequence[tuple[str, str]], token: str, values: Mapping[str, Any]
+) -> set[tuple[str, str]]:
+    """Close or reschedule claimed deliveries (``(event_id, endpoint_id)`` each) after one
+    attempt each, all with the same ``values``; returns those whose claim still held (the rest
+    belong to another dispatcher now and are left alone). The claim pinned each delivery's
+    attempts, so counting this one is ``attempts + 1``."""
+    result = await conn.execute(
+        update(deliveries)
+        .where(_DELIVERY_KEY.in_(list(keys)), deliveries.c.claim_token == token)
+        .values(
+            claim_token=None,
+            claimed_until=None,
+            claimed_at=None,
+            attempts=deliveries.c.attempts + 1,
+            **values,
+        )
+        .returning(deliveries.c.event_id, deliveries.c.endpoint_id)
+    )
+    return {(row.event_id, row.endpoint_id) for row in result}
 
 
 async def release_claims(conn: AsyncConnection, token: str, now: datetime) -> None:
