@@ -175,15 +175,21 @@ class Dispatcher:
                 if worth_it and len(claimed) == free:
                     continue  # every free slot filled: more may be due
                 # Less than asked for (none due, or every slot busy, or the accounts with due
-                # deliveries at their share): claim again once an attempt has finished (it
-                # frees a slot, or its account's share) and a claim interval has passed, or
+                # deliveries at their share): claim again once attempts have finished (they
+                # free slots, or their account's share) — at once if a claim's worth finished
+                # together (their outcomes are recorded in batches), else after a claim
+                # interval, so that a claim is not one transaction per finished attempt — or
                 # after the poll interval.
-                await asyncio.wait(
+                finished, _ = await asyncio.wait(
                     {*in_flight, stopping},
                     timeout=self.settings.webhook_poll_seconds,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
-                if in_flight and not self._stopping.is_set():
+                if (
+                    in_flight
+                    and len(finished - {stopping}) < CLAIM_BATCH
+                    and not self._stopping.is_set()
+                ):
                     await asyncio.sleep(CLAIM_INTERVAL_SECONDS)
         finally:
             stopping.cancel()
