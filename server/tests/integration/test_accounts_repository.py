@@ -16,6 +16,7 @@ from commerce_api.accounts.keys import hash_key
 from commerce_api.db import Database
 from commerce_api.errors import APIError
 from commerce_api.ids import looks_like, new_id
+from commerce_api.readpath.service import ReadPath
 from commerce_api.tables import accounts as accounts_table
 from commerce_api.tables import api_keys
 from commerce_api.timestamps import utcnow
@@ -46,10 +47,12 @@ async def new_key(
 async def authenticate(
     db: Database, token: str, environment: str = "sandbox"
 ) -> accounts.Principal:
-    async with db.read() as conn:
-        return await accounts.authenticate(
-            conn, token, "production" if environment == "production" else "sandbox"
-        )
+    """Through the read path, as every request is authenticated (a fresh key cache)."""
+    read_path = await ReadPath.open(db, "production" if environment == "production" else "sandbox")
+    try:
+        return await read_path.authenticate(token, {})
+    finally:
+        await read_path.close()
 
 
 async def test_create_account(db: Database) -> None:

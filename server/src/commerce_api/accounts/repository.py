@@ -95,21 +95,3 @@ async def revoke_account_keys(conn: AsyncConnection, account_id: str, revoked_at
     if result.rowcount:
         await changes.bump(conn, changes.AUTH)  # every process drops its cached keys
     return int(result.rowcount or 0)
-
-
-async def find_key_by_hash(
-    conn: AsyncConnection, key_hash: str
-) -> Row[tuple[str, str | None, str, str, datetime | None, str | None]] | None:
-    result = await conn.execute(
-        select(
-            api_keys.c.id,
-            api_keys.c.account_id,
-            api_keys.c.role,
-            api_keys.c.key_hash,
-            api_keys.c.revoked_at,
-            accounts.c.tier,
-        )
-        .select_from(api_keys.outerjoin(accounts, accounts.c.id == api_keys.c.account_id))
-        .where(api_keys.c.key_hash == key_hash)
-    )
-    return result.first()

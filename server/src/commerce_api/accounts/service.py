@@ -145,9 +145,3 @@ def principal_from_row(row: Any, computed_hash: str) -> Principal:
     tier: Tier = "production" if row.tier == "production" or row.tier is None else "development"
     role: Role = "admin" if row.role == "admin" else "client"
     return Principal(key_id=row.id, account_id=row.account_id, role=role, tier=tier)
-
-
-async def authenticate(conn: AsyncConnection, token: str, environment: Environment) -> Principal:
-    """The principal for a key, or a 401."""
-    computed = screen_token(token, environment)
-    return principal_from_row(await repository.find_key_by_hash(conn, computed), computed)

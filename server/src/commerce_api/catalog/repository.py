@@ -56,12 +56,6 @@ async def get_active(conn: AsyncConnection, product_id: str) -> Row[Any] | None:
     return result.first()
 
 
-async def exists(conn: AsyncConnection, product_id: str) -> bool:
-    """True for any product with this id, archived or not."""
-    found = await conn.scalar(select(products.c.id).where(products.c.id == product_id))
-    return found is not None
-
-
 # Every write below changes what the cached product list shows, so each bumps its version
 # stamp in the same transaction (see readpath/changes.py). Stock changes by orders do not:
 # list items carry no inventory_count.
