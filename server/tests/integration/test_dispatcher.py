@@ -852,14 +852,14 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     assert succeeded.status_code == 200
     # The dead dispatcher's late finish cannot overwrite what the survivor recorded.
     async with world.db.write() as conn:
-        kept = await repository.finish_delivery(
+        kept = await repository.finish_deliveries(
             conn,
-            event_id=event_id,
-            endpoint_id=endpoint_id,
-            token=dead.token,
-            values={"status": "failed", "updated_at": utcnow()},
+            [(event_id, endpoint_id)],
+            dead.token,
+            {"status": "failed", "updated_at": utcnow()},
+            attempted=True,
         )
-    assert kept is False
+    assert kept == set()
     assert (await world.delivery(event_id, endpoint_id)).status == "succeeded"
 
 

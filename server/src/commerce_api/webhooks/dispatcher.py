@@ -349,7 +349,9 @@ class Dispatcher:
         held: set[tuple[str, str]] = set()
         for (status, next_attempt_at), keys in alike.items():
             values = {"status": status, "next_attempt_at": next_attempt_at, "updated_at": now}
-            held |= await repository.finish_deliveries(conn, keys, self.token, values)
+            held |= await repository.finish_deliveries(
+                conn, keys, self.token, values, attempted=True
+            )
         kept = [(done.event_id, done.endpoint_id) in held for done in batch]
         recorded = [done for done, ok in zip(batch, kept, strict=True) if ok]
         history = [
@@ -397,12 +399,12 @@ class Dispatcher:
 
     async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
         async with self.db.write() as conn:
-            await repository.finish_delivery(
+            await repository.finish_deliveries(
                 conn,
-                event_id=event_id,
-                endpoint_id=endpoint_id,
-                token=self.token,
-                values={**values, "updated_at": utcnow()},
+                [(event_id, endpoint_id)],
+                self.token,
+                {**values, "updated_at": utcnow()},
+                attempted=False,
             )
 
     def _signing_secrets(self, endpoint: Any, now: datetime) -> list[str]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, tuple_, union, update
+from sqlalchemy import ColumnElement, delete, func, or_, select, tuple_, union, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -381,49 +381,23 @@ async def claimed_rows(
     return {row.id: row for row in found_events}, {row.id: row for row in found_endpoints}
 
 
-def _claimed(event_id: str, endpoint_id: str, token: str) -> ColumnElement[bool]:
-    return and_(
-        deliveries.c.event_id == event_id,
-        deliveries.c.endpoint_id == endpoint_id,
-        deliveries.c.claim_token == token,
-    )
-
-
-async def finish_delivery(
+async def finish_deliveries(
     conn: Executor,
-    *,
-    event_id: str,
-    endpoint_id: str,
+    keys: Sequence[tuple[str, str]],
     token: str,
     values: Mapping[str, Any],
-) -> bool:
-    """Close or reschedule a claimed delivery; False if the claim was lost meanwhile."""
-    result = await conn.execute(
-        update(deliveries)
-        .where(_claimed(event_id, endpoint_id, token))
-        .values(claim_token=None, claimed_until=None, claimed_at=None, **values)
-        .returning(deliveries.c.event_id)
-    )
-    return result.first() is not None
-
-
-async def finish_deliveries(
-    conn: Executor, keys: Sequence[tuple[str, str]], token: str, values: Mapping[str, Any]
+    *,
+    attempted: bool,
 ) -> set[tuple[str, str]]:
-    """Close or reschedule claimed deliveries (``(event_id, endpoint_id)`` each) after one
-    attempt each, all with the same ``values``; returns those whose claim still held (the rest
-    belong to another dispatcher now and are left alone). The claim pinned each delivery's
-    attempts, so counting this one is ``attempts + 1``."""
+    """Close, reschedule or give back claimed deliveries (``(event_id, endpoint_id)`` each),
+    all with the same ``values``; returns those whose claim still held (the rest belong to
+    another dispatcher now and are left alone). ``attempted``: each had one attempt, counted
+    as ``attempts + 1`` (the claim pinned the delivery's attempts)."""
+    counted = {"attempts": deliveries.c.attempts + 1} if attempted else {}
     result = await conn.execute(
         update(deliveries)
         .where(_DELIVERY_KEY.in_(list(keys)), deliveries.c.claim_token == token)
-        .values(
-            claim_token=None,
-            claimed_until=None,
-            claimed_at=None,
-            attempts=deliveries.c.attempts + 1,
-            **values,
-        )
+        .values(claim_token=None, claimed_until=None, claimed_at=None, **counted, **values)
         .returning(deliveries.c.event_id, deliveries.c.endpoint_id)
     )
     return {(row.event_id, row.endpoint_id) for row in result}
