@@ -7,6 +7,8 @@ from starlette.types import Scope
 
 from commerce_api.migrations import alembic_config
 
+ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
+
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}

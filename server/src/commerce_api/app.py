@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -76,9 +77,13 @@ def rate_limit_store(settings: Settings) -> RateLimitStore:
 HOUSEKEEPING_INTERVAL_SECONDS = 600
 
 
-async def _housekeeping(db: Database, settings: Settings) -> None:
-    """Periodic clean-up. Every process may run it; each step is safe to run concurrently."""
-    while True:
+async def _housekeeping(db: Database, settings: Settings, stop: asyncio.Event) -> None:
+    """Periodic clean-up. Every process may run it; each step is safe to run concurrently.
+
+    Stopped by ``stop`` as well as by cancellation: on Python 3.11 a cancellation that arrives
+    just as a database call inside the driver completes can be lost (``asyncio.wait_for``), and
+    the task would then sleep out its interval during shutdown."""
+    while not stop.is_set():
         try:
             await orders_service.expire_pending_orders(db, settings.pending_order_ttl_seconds)
             await idempotency.prune(db)
@@ -86,7 +91,8 @@ async def _housekeeping(db: Database, settings: Settings) -> None:
                 await webhooks.prune_events(conn)
         except Exception:
             logger.exception("housekeeping failed; will retry")
-        await asyncio.sleep(HOUSEKEEPING_INTERVAL_SECONDS)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), HOUSEKEEPING_INTERVAL_SECONDS)
 
 
 # Not in the OpenAPI document: it is for the operator's monitoring, not for integrators.
@@ -142,8 +148,9 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         app.state.services = services
         if isinstance(app, CommerceAPI):
             app.fast_lane = FastLane(services, observer)
+        stopping = asyncio.Event()
         background = [
-            asyncio.create_task(_housekeeping(db, settings), name="housekeeping"),
+            asyncio.create_task(_housekeeping(db, settings, stopping), name="housekeeping"),
             asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up"),
         ]
         dispatcher = Dispatcher(settings, db, box) if settings.run_dispatcher else None
@@ -158,6 +165,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
                 app.fast_lane = None
             if dispatcher is not None and dispatching is not None:
                 await stop_dispatcher(dispatcher, dispatching)
+            stopping.set()
             background[0].cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await read_path.close()

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -51,6 +51,17 @@ class Executor(Protocol):
     async def execute(self, statement: Executable, parameters: Any = None) -> CursorResult[Any]: ...
 
     async def exec_driver_sql(self, statement: str, parameters: Any = None) -> Any: ...
+
+    @property
+    def info(self) -> dict[Any, Any]: ...
+
+
+# Where a write transaction records what it changed (``readpath.changes.touch``) for the
+# process's own caches, told at its commit (``Database.on_commit``). The key lives in the
+# DBAPI connection's ``info``, which outlives the checkout: ``write`` clears it either way.
+CHANGED = "commerce_changed"
+# Per database URL, what this process's caches want told at such a commit (``on_commit``).
+_COMMIT_LISTENERS: dict[str, list[Callable[[set[str]], None]]] = {}
 
 
 async def insert_rows(conn: Executor, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -223,6 +234,7 @@ class Database:
         self._batch_turn: _WriterTurn | None = None
         self._writers_lock = asyncio.Lock()
         self._writers_loop: asyncio.AbstractEventLoop | None = None
+        self._url_key = self.url.render_as_string(hide_password=False)
 
     @property
     def is_sqlite(self) -> bool:
@@ -245,10 +257,26 @@ class Database:
         """
         if not self.is_sqlite:
             async with self._write_engine.begin() as conn:
-                yield conn
+                conn.info.pop(CHANGED, None)
+                try:
+                    yield conn
+                finally:
+                    changed: set[str] | None = conn.info.pop(CHANGED, None)
+            if changed:  # committed: this process's caches learn it before the caller goes on
+                for callback in list(_COMMIT_LISTENERS.get(self._url_key, ())):
+                    callback(changed)
             return
         async with self._writers(), self._write_engine.begin() as conn:
             yield conn
+
+    def on_commit(self, callback: Callable[[set[str]], None]) -> Callable[[], None]:
+        """Call ``callback`` with what a committed PostgreSQL write transaction of this process
+        changed (``readpath.changes.touch``), through any ``Database`` of the same URL (the CLI
+        and the app may each have one): read-your-writes for the process's caches, which learn
+        of other processes' commits from PostgreSQL's notifications. Returns the undo."""
+        listeners = _COMMIT_LISTENERS.setdefault(self._url_key, [])
+        listeners.append(callback)
+        return lambda: listeners.remove(callback)
 
     def _writers(self) -> asyncio.Lock:
         """The lock the SQLite writers of this process queue on (one per event loop: a lock
@@ -414,6 +442,7 @@ class _InlineConnection:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self.dialect = conn.dialect
+        self.info = conn.info
 
     async def execute(self, statement: Executable, parameters: Any = None) -> CursorResult[Any]:
         return self._conn.execute(statement, parameters)

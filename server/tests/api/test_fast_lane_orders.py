@@ -108,9 +108,9 @@ class CountingStore:
         self.store = store
         self.hits: Counter[str] = Counter()
 
-    async def hit(self, key: str, window_start: int, window_seconds: int) -> int:
+    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
         self.hits[key] += 1
-        return await self.store.hit(key, window_start, window_seconds)
+        return await self.store.hit(key, window_start, window_seconds, limit)
 
     async def close(self) -> None:
         await self.store.close()

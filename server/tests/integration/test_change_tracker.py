@@ -8,7 +8,7 @@ import mmap
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,7 @@ async def database(tmp_path: Path) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def tracker(database: str) -> Iterator[tuple[changes.SQLiteTracker, list[str]]]:
+async def tracker(database: str) -> AsyncIterator[tuple[changes.SQLiteTracker, list[str]]]:
     conn = open_sqlite(database)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
@@ -46,7 +46,7 @@ def tracker(database: str) -> Iterator[tuple[changes.SQLiteTracker, list[str]]]:
 
     tracker = changes.SQLiteTracker(conn, header)
     yield tracker, statements
-    tracker.close()
+    await tracker.close()
     for index in hold:
         index.release()
 
@@ -149,7 +149,7 @@ async def test_without_the_shared_memory_every_call_asks_data_version(database: 
         assert versions is not None
         assert versions.auth == "changed"
     finally:
-        track.close()
+        await track.close()
 
 
 # SQLite's "dead man switch": a shared lock on byte 128 of the -shm file, held by every process

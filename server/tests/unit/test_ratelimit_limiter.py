@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from commerce_api.ratelimit import limiter as limiter_module
 from commerce_api.ratelimit.limiter import STORE_RETRY_SECONDS, Decision, RateLimiter
-from commerce_api.ratelimit.stores import MemoryStore, RedisStore
+from commerce_api.ratelimit.stores import MAX_LEASE, MemoryStore, RedisStore
 from commerce_api.settings import Settings
 from tests.api.test_rate_limits import delete_redis_prefix, redis_test_url, unique_redis_prefix
 from tests.conftest import make_settings
@@ -202,11 +202,11 @@ class FlakyStore:
         self.calls = 0
         self._counts = MemoryStore()
 
-    async def hit(self, key: str, window_start: int, window_seconds: int) -> int:
+    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
         self.calls += 1
         if self.failing:
             raise ConnectionError("store is down")
-        return await self._counts.hit(key, window_start, window_seconds)
+        return await self._counts.hit(key, window_start, window_seconds, limit)
 
     async def close(self) -> None:
         return None
@@ -291,10 +291,26 @@ async def test_the_store_is_tried_again_after_the_retry_interval(
 
 async def test_a_clock_that_steps_back_still_counts_in_the_newest_window() -> None:
     store = MemoryStore()
-    assert await store.hit("acct_a", 7200, 3600) == 1
-    assert await store.hit("acct_a", 7200, 3600) == 2
+    assert await store.hit("acct_a", 7200, 3600, LIMIT) == 1
+    assert await store.hit("acct_a", 7200, 3600, LIMIT) == 2
     # The clock stepped back into the previous window: the request is not a free one.
-    assert await store.hit("acct_a", 3600, 3600) == 3
+    assert await store.hit("acct_a", 3600, 3600, LIMIT) == 3
+
+
+LIMIT = 10**6
+
+
+def counting_rounds(store: RedisStore) -> list[int]:
+    """The number of leases in each round trip ``store`` makes to Redis, as they are made."""
+    sent: list[int] = []
+    original = store._lease_round
+
+    async def counting(leases: list[tuple[str, int, int]]) -> list[int]:
+        sent.append(len(leases))
+        return await original(leases)
+
+    store._rounds._send = counting  # the bound method the rounds were built with
+    return sent
 
 
 async def test_concurrent_hits_on_redis_share_round_trips_and_count_exactly(
@@ -303,29 +319,55 @@ async def test_concurrent_hits_on_redis_share_round_trips_and_count_exactly(
     url, prefix = redis_store
     store = RedisStore(url, prefix)
     try:
-        sent: list[int] = []
-        original = store._hit_round
-
-        async def counting(hits: list[tuple[str, int]]) -> list[int]:
-            sent.append(len(hits))
-            return await original(hits)
-
-        store._hit_round = counting  # type: ignore[method-assign]
-        store._rounds._send = counting  # the bound method the rounds were built with
-        hits = [store.hit(f"acct_{i % 3}", WINDOW_START, HOUR) for i in range(60)]
+        sent = counting_rounds(store)
+        hits = [store.hit(f"acct_{i % 3}", WINDOW_START, HOUR, LIMIT) for i in range(60)]
         counts = await asyncio.gather(*hits)
         for account in range(3):
             mine = sorted(counts[i] for i in range(60) if i % 3 == account)
             assert mine == list(range(1, 21))  # each hit its own place, none shared or lost
-        assert sum(sent) == 60
-        assert len(sent) < 60  # round trips were shared
-        assert await store.hit("acct_0", WINDOW_START, HOUR) == 21
+        assert len(sent) < 60  # round trips were shared, and places leased in blocks
+        assert await store.hit("acct_0", WINDOW_START, HOUR, LIMIT) == 21
         redis = Redis.from_url(url)
         try:
             key = f"{prefix}ratelimit:{WINDOW_START}:acct_1"
-            assert int(await redis.get(key)) == 20
+            assert 20 <= int(await redis.get(key)) <= 20 + MAX_LEASE  # what was leased
             assert 0 < await redis.ttl(key) <= HOUR + 60
         finally:
             await redis.aclose()
     finally:
         await store.close()
+
+
+async def test_processes_leasing_from_redis_never_admit_more_than_the_limit(
+    redis_store: tuple[str, str],
+) -> None:
+    """Two stores (two processes' worth) on one counter, 3,000 requests at a quota of 1,000:
+    at most 1,000 admitted, at most a lease each fewer, each with its own place, and far fewer
+    round trips than requests."""
+    url, prefix = redis_store
+    stores = [RedisStore(url, prefix), RedisStore(url, prefix)]
+    limit, requests = 1000, 3000
+    try:
+        sent = [counting_rounds(store) for store in stores]
+
+        async def client(store: RedisStore) -> list[int]:
+            places = []
+            for _ in range(requests // 2 // 25):
+                places += await asyncio.gather(
+                    *(store.hit("acct_a", WINDOW_START, HOUR, limit) for _ in range(25))
+                )
+            return places
+
+        places = [place for found in await asyncio.gather(*map(client, stores)) for place in found]
+        admitted = [place for place in places if place <= limit]
+        assert limit - 2 * MAX_LEASE <= len(admitted) <= limit
+        assert len(set(admitted)) == len(admitted)
+        round_trips = sum(len(rounds) for rounds in sent)
+        assert round_trips <= requests // 10, round_trips
+        # Once the quota is gone, a process refuses without asking Redis again.
+        before = round_trips
+        assert await stores[0].hit("acct_a", WINDOW_START, HOUR, limit) > limit
+        assert sum(len(rounds) for rounds in sent) == before
+    finally:
+        for store in stores:
+            await store.close()

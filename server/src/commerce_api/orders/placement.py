@@ -65,6 +65,7 @@ from commerce_api.orders import repository
 from commerce_api.orders.domain import EVENT_FOR_STATUS, Line, OrderStatus
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import cannot_reserve, line_positions, new_order_rows, render_order
+from commerce_api.readpath import changes
 from commerce_api.routing import JSON
 from commerce_api.tables import idempotency_keys as keys
 from commerce_api.tables import products
@@ -318,6 +319,8 @@ async def _take_stock(conn: Executor, stock: dict[str, _Stock]) -> None:
     """The batch's stock change: one decrement per product, its rows locked already."""
     taken = [{"product": pid, "units": s.taken} for pid, s in sorted(stock.items()) if s.taken]
     await execute_many(conn, _TAKE_STOCK, taken)
+    if taken:
+        await changes.touch(conn, changes.STOCK)
 
 
 async def _claim_keys(

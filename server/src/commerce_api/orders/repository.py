@@ -11,6 +11,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.db import Executor, insert_rows
+from commerce_api.readpath import changes
 from commerce_api.tables import order_items, orders, products
 
 
@@ -21,6 +22,7 @@ async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -
         .where(products.c.id == product_id)
         .values(inventory_count=products.c.inventory_count + quantity)
     )
+    await changes.touch(conn, changes.STOCK)
 
 
 async def insert_orders(

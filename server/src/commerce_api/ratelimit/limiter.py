@@ -63,15 +63,15 @@ class RateLimiter:
         now = self.clock()
         window_start = int(now) - int(now) % window
         reset = window_start + window
-        count = await self._hit(key, window_start, window)
+        count = await self._hit(key, window_start, window, limit)
         if count > limit:
             return Decision(limit, 0, reset, retry_after=max(1, math.ceil(reset - now)))
         return Decision(limit, limit - count, reset, retry_after=None)
 
-    async def _hit(self, key: str, window_start: int, window: int) -> int:
+    async def _hit(self, key: str, window_start: int, window: int, limit: int) -> int:
         if time.monotonic() >= self._fallback_until:
             try:
-                return await self.store.hit(key, window_start, window)
+                return await self.store.hit(key, window_start, window, limit)
             except Exception as exc:
                 self.store_errors += 1
                 RATE_LIMIT_STORE_ERRORS.inc()
@@ -84,7 +84,7 @@ class RateLimiter:
         else:
             self.store_errors += 1
             RATE_LIMIT_STORE_ERRORS.inc()
-        return await self._fallback.hit(key, window_start, window)
+        return await self._fallback.hit(key, window_start, window, limit)
 
     async def close(self) -> None:
         await self.store.close()

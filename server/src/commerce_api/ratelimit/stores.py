@@ -6,14 +6,17 @@ so every process agrees on when a window starts and resets without talking to th
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from typing import Protocol
 
 from commerce_api.rounds import Rounds
 
 
 class RateLimitStore(Protocol):
-    async def hit(self, key: str, window_start: int, window_seconds: int) -> int:
-        """Count one request for ``key`` in the window; return the count including it."""
+    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
+        """Count one request for ``key`` in the window; return its place in the window's count
+        (admitted when it is at most ``limit``)."""
         ...
 
     async def close(self) -> None: ...
@@ -26,7 +29,7 @@ class MemoryStore:
         self._window_start = -1
         self._counts: dict[str, int] = {}
 
-    async def hit(self, key: str, window_start: int, window_seconds: int) -> int:
+    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
         # No await between read and write: atomic under asyncio.
         if window_start > self._window_start:
             self._window_start = window_start
@@ -40,32 +43,67 @@ class MemoryStore:
         return None
 
 
-# INCRBY and EXPIRE in one atomic step per key, for a whole round of requests in one round
+# INCRBY and EXPIRE in one atomic step per key, for a whole round of leases in one round
 # trip. A key names its window, so a window's counter is never shared with the next; the
 # expiry only cleans it up.
-_HIT_SCRIPT = """
-local counts = {}
+_LEASE_SCRIPT = """
+local totals = {}
 for i, key in ipairs(KEYS) do
-    local hits = tonumber(ARGV[2 * i - 1])
-    local count = redis.call('INCRBY', key, hits)
-    if count == hits then
+    local units = tonumber(ARGV[2 * i - 1])
+    local total = redis.call('INCRBY', key, units)
+    if total == units then
         redis.call('EXPIRE', key, ARGV[2 * i])
     end
-    counts[i] = count
+    totals[i] = total
 end
-return counts
+return totals
 """
 
 REDIS_TIMEOUT_SECONDS = 0.5
+# A lease takes at most this many units of a key's quota, and at most 1/LEASE_SHARE of what was
+# left of it when the last lease was taken: so near the end of a quota, leases shrink to one
+# unit (one round trip per request, as without leases) and little is left stranded in a lease.
+MAX_LEASE = 64
+LEASE_SHARE = 16
+
+
+class _Lease:
+    """This process's leased places in one key's count for one window: ranges of places, each
+    handed to one request, in order."""
+
+    __slots__ = ("exhausted", "places", "refill", "size")
+
+    def __init__(self) -> None:
+        self.places: deque[list[int]] = deque()  # [next, last] ranges, all within the limit
+        self.size = 1  # units the next lease asks for (doubles while demand lasts)
+        self.exhausted = False  # the count passed the limit: no place is left to lease
+        self.refill: asyncio.Future[None] | None = None  # a lease on its way
+
+    def take(self) -> int | None:
+        while self.places:
+            span = self.places[0]
+            place = span[0]
+            if place <= span[1]:
+                span[0] += 1
+                return place
+            self.places.popleft()
+        return None
 
 
 class RedisStore:
     """Counters in Redis, shared by every process that uses the same Redis and prefix.
 
-    Requests are counted in rounds (``rounds.Rounds``): the hits waiting at the same moment go
-    in one script call, one INCRBY per key, and each request gets its own place in the count
-    (the counter before the round plus its position), exactly as one INCR each would have
-    given — with one round trip for all of them.
+    A process does not go to Redis for every request: it *leases* places in a key's count — a
+    block of consecutive places, taken with one INCRBY — and hands them to its requests one by
+    one. Redis's counter is the sum of every process's leases, and a place is handed out at
+    most once, so across all processes no more than the limit is ever admitted in a window. The
+    price: places a process leased but did not use before the window ended are lost, so the
+    processes together may admit up to one lease each fewer than the limit, and a request's
+    ``X-RateLimit-Remaining`` (the limit minus its place) does not count places other processes
+    have leased but not yet used. Leases start at one unit in each window, double while requests
+    keep coming, and shrink near the limit (``MAX_LEASE``, ``LEASE_SHARE``). One lease per key
+    is on its way at a time; the leases wanted at the same moment share one round trip
+    (``rounds.Rounds``).
     """
 
     def __init__(self, url: str, prefix: str) -> None:
@@ -78,33 +116,66 @@ class RedisStore:
             socket_timeout=REDIS_TIMEOUT_SECONDS,
         )
         self._prefix = prefix
-        self._hit = self._redis.register_script(_HIT_SCRIPT)
-        self._rounds: Rounds[tuple[str, int], list[int]] = Rounds(self._hit_round)
+        self._lease_script = self._redis.register_script(_LEASE_SCRIPT)
+        self._rounds: Rounds[tuple[str, int, int], list[int]] = Rounds(self._lease_round)
+        self._window_start = -1
+        self._leases: dict[str, _Lease] = {}
 
-    async def hit(self, key: str, window_start: int, window_seconds: int) -> int:
-        redis_key = f"{self._prefix}ratelimit:{window_start}:{key}"
-        counts, index = await self._rounds.join((redis_key, window_seconds + 60))
-        return counts[index]
+    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
+        if window_start > self._window_start:
+            self._window_start = window_start
+            self._leases = {}  # every key's window ends together
+        redis_key = f"{self._prefix}ratelimit:{max(window_start, self._window_start)}:{key}"
+        lease = self._leases.get(redis_key)
+        if lease is None:
+            lease = self._leases[redis_key] = _Lease()
+        while True:
+            place = lease.take()
+            if place is not None:
+                return place
+            if lease.exhausted:
+                return limit + 1
+            if lease.refill is None:
+                return await self._refill(lease, redis_key, window_seconds + 60, limit)
+            await asyncio.shield(lease.refill)  # then take from what it brought
 
-    async def _hit_round(self, hits: list[tuple[str, int]]) -> list[int]:
-        """One script call for the round; each hit's count, in the order they came."""
+    async def _refill(self, lease: _Lease, redis_key: str, ttl: int, limit: int) -> int:
+        """Lease another block; this request takes its first place."""
+        refill = lease.refill = asyncio.get_running_loop().create_future()
+        size = lease.size
+        try:
+            totals, index = await self._rounds.join((redis_key, ttl, size))
+        finally:
+            lease.refill = None
+            refill.set_result(None)  # the waiters look again (and lease themselves on a failure)
+        last = totals[index]
+        first = last - size + 1
+        if last >= limit:
+            lease.exhausted = True
+        if first < limit:
+            lease.places.append([first + 1, min(last, limit)])
+        lease.size = max(1, min(size * 2, MAX_LEASE, (limit - last) // LEASE_SHARE))
+        return first
+
+    async def _lease_round(self, leases: list[tuple[str, int, int]]) -> list[int]:
+        """One script call for the round; for each lease, the last place of its block."""
         per_key: dict[str, int] = {}
         expiry: dict[str, int] = {}
-        for redis_key, ttl in hits:
-            per_key[redis_key] = per_key.get(redis_key, 0) + 1
+        for redis_key, ttl, units in leases:
+            per_key[redis_key] = per_key.get(redis_key, 0) + units
             expiry[redis_key] = ttl
         keys = list(per_key)
         args: list[int] = []
         for redis_key in keys:
             args += [per_key[redis_key], expiry[redis_key]]
-        totals = dict(zip(keys, await self._hit(keys=keys, args=args), strict=True))
-        # Within the round, the callers of a key take the counts before the total in order.
-        counts = []
-        seen: dict[str, int] = {}
-        for redis_key, _ in hits:
-            seen[redis_key] = seen.get(redis_key, 0) + 1
-            counts.append(int(totals[redis_key]) - per_key[redis_key] + seen[redis_key])
-        return counts
+        totals = dict(zip(keys, await self._lease_script(keys=keys, args=args), strict=True))
+        # Within the round, the leases of a key take the blocks before the total in order.
+        lasts = []
+        taken: dict[str, int] = {}
+        for redis_key, _, units in leases:
+            taken[redis_key] = taken.get(redis_key, 0) + units
+            lasts.append(int(totals[redis_key]) - per_key[redis_key] + taken[redis_key])
+        return lasts
 
     async def close(self) -> None:
         await self._redis.aclose()

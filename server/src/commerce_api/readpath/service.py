@@ -72,14 +72,14 @@ class ReadPath:
         else:
             dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)
             postgres = await PostgresReader.connect(dsn)
-            tracker, reader = changes.PostgresTracker(postgres.pool), postgres
+            tracker = await changes.PostgresTracker.open(postgres.pool, dsn, db)
+            reader = postgres
         return cls(db, tracker, reader, environment)
 
     async def close(self) -> None:
         await self.catalog.close()
+        await self.tracker.close()
         await self.reader.close()
-        if isinstance(self.tracker, changes.SQLiteTracker):
-            self.tracker.close()
 
     async def versions(self, state: dict[str, Any]) -> changes.Versions | None:
         """The change stamps, read once per request (``state`` is the request's state)."""
