@@ -18,17 +18,17 @@ from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
 from commerce_api.fastlane import FastLane
-from commerce_api.middleware import ErrorGuardMiddleware, RequestIdMiddleware
+from commerce_api.middleware import ErrorGuardMiddleware
 from commerce_api.observability import metrics
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
-from commerce_api.observability.middleware import ObservabilityMiddleware, RequestObserver
+from commerce_api.observability.observer import RequestObserver
 from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.placement import OrderDesk
 from commerce_api.orders.routes import router as orders_router
+from commerce_api.pipeline import Pipeline, PipelineMiddleware
 from commerce_api.ratelimit.limiter import RateLimiter
-from commerce_api.ratelimit.middleware import RateLimitMiddleware
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
 from commerce_api.readpath.service import ReadPath
 from commerce_api.routing import MethodIndex, StrictRoute, json_response
@@ -146,8 +146,10 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             orders=order_desk,
         )
         app.state.services = services
+        pipeline = Pipeline(services, observer, app.state.method_index)
+        app.state.pipeline = pipeline
         if isinstance(app, CommerceAPI):
-            app.fast_lane = FastLane(services, observer)
+            app.fast_lane = FastLane(services, pipeline, app.state.method_index.routes)
         stopping = asyncio.Event()
         background = [
             asyncio.create_task(_housekeeping(db, settings, stopping), name="housekeeping"),
@@ -190,12 +192,11 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     install_error_handlers(app)
-    # Outermost last: metrics and request log → request id → rate limit → error guard → routes
-    # (see observability/middleware.py, middleware.py). The fast lane answers before all of them.
+    # Outermost last: the request pipeline (request id, rate limit, headers, metrics and log:
+    # pipeline.py) → the error guard (body size, 500s: middleware.py) → the routes. The fast
+    # lane answers before all of them, finished by the same pipeline.
     app.add_middleware(ErrorGuardMiddleware)
-    app.add_middleware(RateLimitMiddleware)
-    app.add_middleware(RequestIdMiddleware)
-    app.add_middleware(ObservabilityMiddleware, observer=observer)
+    app.add_middleware(PipelineMiddleware)
     routers = [
         catalog_router,
         orders_router,

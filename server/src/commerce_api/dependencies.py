@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from commerce_api.accounts.service import Principal, bearer_token
+from commerce_api.accounts.service import Principal
+from commerce_api.context import context
 from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
-from commerce_api.errors import APIError, forbidden
+from commerce_api.errors import forbidden
+from commerce_api.pipeline import authenticate
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
@@ -38,33 +40,10 @@ def get_services(request: Request) -> Services:
 
 async def current_principal(request: Request) -> Principal:
     """The authenticated caller; 401 without a valid key. Memoised per request, failures too."""
-    state = request.scope.setdefault("state", {})
-    cached = state.get("principal")
-    if isinstance(cached, Principal):
-        return cached
-    if isinstance(failure := state.get("auth_error"), APIError):
-        raise failure
     services = get_services(request)
-    try:
-        token = bearer_token(request.headers.get("authorization"))
-        principal = await services.read_path.authenticate(token, state)
-    except APIError as exc:
-        state["auth_error"] = exc
-        raise
-    state["principal"] = principal
-    return principal
-
-
-async def optional_principal(request: Request) -> Principal | None:
-    """The caller if its key is valid, else None (for middleware that must not refuse).
-
-    Any failure counts as "no valid key" here; the route, if it needs a key, meets the same
-    failure again and answers it properly (a 401, or a 500 for a broken database).
-    """
-    try:
-        return await current_principal(request)
-    except Exception:
-        return None
+    return await authenticate(
+        services.read_path, context(request.scope), request.headers.get("authorization")
+    )
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
@@ -79,9 +58,9 @@ async def admin_principal(principal: CurrentPrincipal) -> Principal:
 AdminPrincipal = Annotated[Principal, Depends(admin_principal)]
 
 
-async def _services(request: Request) -> Services:
+async def request_services(request: Request) -> Services:
     # async: FastAPI would run a plain function dependency on a worker thread (~50 µs a call).
     return get_services(request)
 
 
-ServicesDep = Annotated[Services, Depends(_services)]
+ServicesDep = Annotated[Services, Depends(request_services)]

@@ -1,280 +1,327 @@
-"""The fast lane: answers the requests that carry the load — the two catalogue reads clients
-poll (``GET /v1/products``, ``GET /v1/products/{id}``) and ``POST /v1/orders`` —
-before any framework code runs (``CommerceAPI.__call__`` asks it first), because Starlette's and
-FastAPI's layers, routing, dependency injection and validation cost several times what the
-answer itself does.
+"""The fast lane: answers the requests that carry the load — the catalogue reads clients poll
+and ``POST /v1/orders`` — before any framework code runs (``CommerceAPI.__call__`` asks it
+first), because Starlette's and FastAPI's layers, routing, dependency injection and validation
+cost several times what the answer itself does.
 
-It does everything the full stack does for such a request, in one place: authentication (the
-key cache, exact on revocation), rate limiting with its headers (a 429 when over quota), the
-request id, the metrics and the request log; for an order, the body's validation with the same
-pydantic model. Only the plain, valid form of each request is answered here; anything else — an
-unknown or malformed parameter, a missing or bad key, an invalid body, an unknown id, a stale
-cache, an error of any kind before the answer is decided — goes on to the full stack before
-anything is sent or counted (with the body it read handed back), and the routes own every
-error message. So the two paths cannot disagree on an error; on a success they send the same
-bytes (the tests run against both). The one error answered here is the outcome of an order
-the order desk already ran (out of stock, a key conflict, a crash): running it again would not do.
+It holds no list of paths, parameters or headers of its own. The routes it serves say so
+(``routing.served_first``, beside ``@router.get``), and from each route's declaration it takes the
+method and path, the query parameters with their validators, the body model and the
+dependencies the endpoint needs; then it calls the route's own endpoint function, and the
+request pipeline (``pipeline.py``) finishes the answer as it finishes every other.
+
+Only the plain, valid form of a request is answered here; anything else — an unknown or
+malformed parameter, a missing or bad key, an invalid body, an error raised by the endpoint,
+a failure of any kind before the answer is decided — goes on to the full stack before anything
+is sent or counted (with the body it read handed back), and the routes own every error
+message. The one error answered here is the outcome of an order the order desk already ran
+(out of stock, a key conflict, a crash): running it again would not do.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from re import Pattern
+from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api import idempotency
-from commerce_api.accounts.service import Principal, bearer_token
-from commerce_api.catalog.schemas import MAX_CATEGORY_LENGTH
-from commerce_api.dependencies import Services
+from commerce_api.context import context
+from commerce_api.dependencies import Services, current_principal, request_services
 from commerce_api.errors import MAX_BODY_BYTES, APIError
-from commerce_api.ids import new_request_id
-from commerce_api.middleware import identity_headers, unexpected_failure
-from commerce_api.observability.middleware import RequestObserver
+from commerce_api.middleware import unexpected_failure
 from commerce_api.orders.placement import OrderRequest, Outcome
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import check_units, line_positions
-from commerce_api.pagination import DEFAULT_PAGE_SIZE, MAX_OFFSET, clamp
-from commerce_api.ratelimit.limiter import Decision
-from commerce_api.ratelimit.middleware import decide, rejection
-from commerce_api.readpath.service import ReadPath
+from commerce_api.pipeline import Pipeline, authenticate
+from commerce_api.routing import served_first_as
 
 logger = logging.getLogger("commerce_api.readpath")
 
-LIST_PATH = "/v1/products"
-DETAIL_PREFIX = "/v1/products/"
-DETAIL_ROUTE = "/v1/products/{id}"
-ORDERS_PATH = "/v1/orders"
-_JSON = (b"content-type", b"application/json")
-# A request with a body is left to the full stack (which enforces the body-size limit).
-_BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
+_KEY_HEADER = idempotency.HEADER.lower().encode()
 
 
-def _number(text: str, low: int, high: int) -> int | None:
-    if not (0 < len(text) <= 16 and text.isascii() and text.isdigit()):
-        return None
-    value = int(text)
-    return value if low <= value <= high else None
+class _Unserved(Exception):
+    """The request is not in its plain, valid form: the full stack answers it."""
 
 
-@lru_cache(maxsize=4096)
-def _list_query(query_string: bytes) -> tuple[str | None, int, int] | None:
-    """(category, limit, offset) for a plain valid query; None for anything else.
+# What an endpoint's dependency gets, by the dependency function it declares.
+_PROVIDED: dict[Callable[..., Any], str] = {
+    request_services: "services",
+    current_principal: "principal",
+}
 
-    Memoised: integrations poll with the same few query strings.
-    """
-    if not query_string:
-        return None, DEFAULT_PAGE_SIZE, 0
-    try:
-        pairs = parse_qsl(
-            query_string.decode("ascii"),
-            keep_blank_values=True,
-            strict_parsing=True,
-            errors="strict",
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """One served route, as its declaration gives it."""
+
+    method: str
+    template: str
+    path: Pattern[str]
+    endpoint: Callable[..., Awaitable[Response]]
+    query: Callable[[bytes], dict[str, Any] | None]
+    path_fields: dict[str, Any]
+    body: type[BaseModel] | None
+    body_name: str | None
+    request_name: str | None
+    provided: dict[str, str]  # endpoint argument → what the fast lane gives it
+    places_orders: bool
+
+    @classmethod
+    def of(cls, route: APIRoute) -> _Route:
+        dependant = route.dependant
+        provided: dict[str, str] = {}
+        for sub in dependant.dependencies:
+            what = _PROVIDED.get(sub.call)  # type: ignore[arg-type]
+            if what is None or sub.name is None:
+                raise TypeError(f"the fast lane cannot provide {sub.call} to {route.path}")
+            provided[sub.name] = what
+        body: type[BaseModel] | None = None
+        body_name = None
+        if dependant.body_params:
+            (param,) = dependant.body_params
+            model = param.field_info.annotation
+            if not (isinstance(model, type) and issubclass(model, BaseModel)):
+                raise TypeError(f"the fast lane validates bodies with a model: {route.path}")
+            body, body_name = model, param.name
+        (method,) = route.methods or (None,)
+        assert method is not None, route.path
+        return cls(
+            method=method,
+            template=route.path,
+            path=route.path_regex,
+            endpoint=route.endpoint,
+            query=_query_parser(dependant.query_params),
+            path_fields={param.name: param for param in dependant.path_params},
+            body=body,
+            body_name=body_name,
+            request_name=dependant.request_param_name,
+            provided=provided,
+            places_orders=served_first_as(route.endpoint) == "orders",
         )
-    except (UnicodeDecodeError, ValueError):
-        return None
-    params = dict(pairs)
-    if len(params) != len(pairs) or not params.keys() <= {"limit", "offset", "category"}:
-        return None
-    limit = _number(params.get("limit", str(DEFAULT_PAGE_SIZE)), 1, 10**15)
-    offset = _number(params.get("offset", "0"), 0, MAX_OFFSET)
-    category = params.get("category")
-    if limit is None or offset is None:
-        return None
-    if category is not None and not (
-        0 < len(category) <= MAX_CATEGORY_LENGTH
-        and category.isprintable()
-        and category.encode("utf-8", "strict")
-    ):
-        return None
-    return category, clamp(limit), offset
+
+
+def _query_parser(params: Sequence[Any]) -> Callable[[bytes], dict[str, Any] | None]:
+    """The query string's arguments, validated by the route's own fields (FastAPI's
+    ``ModelField``s), or None when the string is not in its plain valid form. Memoised:
+    integrations poll with the same few query strings."""
+    fields = {param.alias: param for param in params}
+
+    @lru_cache(maxsize=4096)
+    def parse(query_string: bytes) -> dict[str, Any] | None:
+        try:
+            pairs = parse_qsl(
+                query_string.decode("ascii"),
+                keep_blank_values=True,
+                strict_parsing=bool(query_string),
+                errors="strict",
+            )
+        except (UnicodeDecodeError, ValueError):
+            return None
+        given = dict(pairs)
+        if len(given) != len(pairs) or not given.keys() <= fields.keys():
+            return None
+        arguments: dict[str, Any] = {}
+        for alias, field in fields.items():
+            if alias not in given:
+                arguments[field.name] = field.get_default()
+                continue
+            value, errors = field.validate(given[alias], {}, loc=("query", alias))
+            if errors:
+                return None
+            arguments[field.name] = value
+        return arguments
+
+    return parse
 
 
 class FastLane:
-    def __init__(self, services: Services, observer: RequestObserver) -> None:
-        self.read_path: ReadPath = services.read_path
-        self.limiter = services.rate_limiter
-        self.observer = observer
+    def __init__(self, services: Services, pipeline: Pipeline, routes: Sequence[BaseRoute]) -> None:
         self.services = services
+        self.pipeline = pipeline
+        self.routes = [
+            _Route.of(route)
+            for route in routes
+            if isinstance(route, APIRoute) and served_first_as(route.endpoint) is not None
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """None when the request was answered here; else the ``receive`` the full stack must
         read the request from (the original, or one that first replays what was read)."""
         method = scope["method"]
         path: str = scope["path"]
-        if method == "POST":
-            if path == ORDERS_PATH:
-                return await self._place_order(scope, receive, send)
-            return receive
-        if method != "GET":
-            return receive
-        if path == LIST_PATH:
-            route = LIST_PATH
-        elif path.startswith(DETAIL_PREFIX) and "/" not in path[len(DETAIL_PREFIX) :]:
-            route = DETAIL_ROUTE
+        for route in self.routes:
+            if route.method == method and (match := route.path.match(path)) is not None:
+                break
         else:
             return receive
         started = time.perf_counter()
-        scope.setdefault("state", {})
+        if route.places_orders:
+            return await self._place_order(route, scope, receive, send, started)
         try:
-            if route is LIST_PATH:
-                body = await self._list(scope)
-            else:
-                body = await self._detail(scope, path[len(DETAIL_PREFIX) :])
+            response = await self._run(route, scope, receive, match.groupdict(), None)
+        except _Unserved:
+            return receive
         except Exception:
             # The full stack meets the same failure and answers it in the contract's envelope.
             logger.exception("the fast lane failed; the request takes the routes")
             return receive
-        if body is None:
-            return receive
-        await self._answer(scope, send, route, started, 200, body, [])
+        await self._answer(route, scope, send, started, response)
         return None
 
-    async def _answer(
+    async def _run(
         self,
+        route: _Route,
         scope: Scope,
-        send: Send,
-        route: str,
-        started: float,
-        status: int,
-        body: bytes,
-        headers: list[tuple[bytes, bytes]],
-        decision: Decision | None = None,
-    ) -> None:
-        """Send the answer with the request id and the rate-limit headers, count it and log
-        it. The request is counted against its quota here unless ``decision`` says it was
-        already; over quota, the answer is the 429 instead."""
-        state = scope["state"]
-        request_id = state.get("request_id") or new_request_id()
-        state["request_id"] = request_id
-        headers = [_JSON, (b"content-length", b""), *headers]
-        if self.limiter.settings.rate_limit_enabled:
-            principal = state["principal"]
-            if decision is None:
-                decision = await decide(self.limiter, scope, principal)
-            if not decision.allowed:
-                status, body, headers = 429, rejection(decision, principal), headers[:2]
-            headers += decision.headers()
-        headers += identity_headers(request_id)
-        headers[1] = (b"content-length", str(len(body)).encode())
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-        self.observer.observe(scope, route, status, time.perf_counter() - started)
-
-    async def _authenticated(self, scope: Scope) -> bool:
-        """True when the caller has a valid key (its principal is then in the request state)."""
-        authorization = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                if authorization is not None:
-                    return False  # two Authorization headers: the routes decide
-                authorization = value
-            elif name in _BODY_HEADERS:
-                return False
-        return await self._authenticate(scope, authorization) is not None
-
-    async def _authenticate(self, scope: Scope, authorization: bytes | None) -> Principal | None:
-        if authorization is None:
-            return None
-        state = scope["state"]
+        receive: Receive,
+        path_params: dict[str, str],
+        body: BaseModel | None,
+    ) -> Response:
+        """Call the route's endpoint with what its declaration asks for; ``_Unserved`` when the
+        request is not one the fast lane answers (the endpoint's own errors included)."""
+        arguments = route.query(scope.get("query_string", b""))
+        if arguments is None:
+            raise _Unserved
+        headers = _headers(scope)
+        if headers is None or (
+            route.body is None and (b"content-length" in headers or b"transfer-encoding" in headers)
+        ):
+            raise _Unserved  # a body where none is declared, a repeated header: the routes decide
+        for name, raw in path_params.items():
+            value, errors = route.path_fields[name].validate(raw, {}, loc=("path", name))
+            if errors:
+                raise _Unserved
+            arguments[name] = value
+        ctx = context(scope)
+        for name, what in route.provided.items():
+            if what == "services":
+                arguments[name] = self.services
+            else:
+                authorization = headers.get(b"authorization")
+                if authorization is None:
+                    raise _Unserved
+                try:
+                    arguments[name] = await authenticate(
+                        self.services.read_path, ctx, authorization.decode("latin-1")
+                    )
+                except APIError:
+                    raise _Unserved from None
+        if route.request_name is not None:
+            arguments[route.request_name] = Request(scope, receive)
+        if route.body_name is not None:
+            arguments[route.body_name] = body
         try:
-            token = bearer_token(authorization.decode("latin-1"))
-            principal = await self.read_path.authenticate(token, state)
+            return await route.endpoint(**arguments)
         except APIError:
-            return None
-        state["principal"] = principal
-        return principal
+            raise _Unserved from None
 
-    async def _list(self, scope: Scope) -> bytes | None:
-        query = _list_query(scope.get("query_string", b""))
-        if query is None or not await self._authenticated(scope):
-            return None
-        return await self.read_path.page(scope["state"], *query)
+    async def _answer(
+        self, route: _Route, scope: Scope, send: Send, started: float, response: Response
+    ) -> None:
+        headers = [
+            (name, value)
+            for name, value in response.raw_headers
+            if name not in (b"content-type", b"content-length")  # the pipeline sends them
+        ]
+        body = bytes(response.body)
+        await self.pipeline.answer(
+            scope, send, route.template, started, response.status_code, body, headers
+        )
 
-    async def _detail(self, scope: Scope, product_id: str) -> bytes | None:
-        if scope.get("query_string") or not await self._authenticated(scope):
-            return None
-        return await self.read_path.product_body(scope["state"], product_id)
-
-    async def _place_order(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
-        """``POST /v1/orders``: validate, then place it in the next batch."""
-        if scope.get("query_string"):
-            return receive
-        started = time.perf_counter()
-        state = scope.setdefault("state", {})
-        found: dict[bytes, bytes] = {}
-        for name, value in scope["headers"]:
-            if name in _ORDER_HEADERS:
-                if name in found:
-                    return receive  # a repeated header: the routes decide
-                found[name] = value
-        if found.get(b"content-type") != b"application/json" or b"transfer-encoding" in found:
+    async def _place_order(
+        self, route: _Route, scope: Scope, receive: Receive, send: Send, started: float
+    ) -> Receive | None:
+        """``POST /v1/orders``: validated with the route's body model, then placed in the next
+        batch of the order desk; its outcome is answered here whatever it is."""
+        headers = _headers(scope)
+        if (
+            headers is None
+            or scope.get("query_string")
+            or headers.get(b"content-type") != b"application/json"
+            or b"transfer-encoding" in headers
+        ):
             return receive
         try:
-            size = int(found.get(b"content-length", b""))
+            size = int(headers.get(b"content-length", b""))
         except ValueError:
             return receive
-        key = found.get(b"idempotency-key")
+        key = headers.get(_KEY_HEADER)
         key_text = None if key is None else key.decode("latin-1")
         if not 0 < size <= MAX_BODY_BYTES or (
             key_text is not None and not idempotency.KEY_PATTERN.fullmatch(key_text)
         ):
             return receive
+        ctx = context(scope)
+        authorization = headers.get(b"authorization")
+        if authorization is None:
+            return receive
         try:
-            principal = await self._authenticate(scope, found.get(b"authorization"))
+            principal = await authenticate(
+                self.services.read_path, ctx, authorization.decode("latin-1")
+            )
+        except APIError:
+            return receive
         except Exception:
             logger.exception("the fast lane failed; the request takes the routes")
-            return receive
-        if principal is None:
             return receive
         body, messages = await _read_body(receive, size)
         if body is None:
             return _replaying(messages, receive)
         try:
-            data = OrderCreate.model_validate(orjson.loads(body))
+            assert route.body is not None
+            data = route.body.model_validate(orjson.loads(body))
+            assert isinstance(data, OrderCreate)
             line_positions(principal, data)
             check_units(data, self.services.settings)
         except Exception:  # the routes answer it, with the same model's error
             return _replaying(messages, receive)
 
         # From here on the request is answered here: counted, then placed (or refused).
-        state["request_id"] = request_id = new_request_id()
-        decision = None
-        if self.limiter.settings.rate_limit_enabled:
-            decision = await decide(self.limiter, scope, principal)
-            if not decision.allowed:
-                await self._answer(scope, send, ORDERS_PATH, started, 429, b"", [], decision)
-                return None
-        keyed = None
+        if not await self.pipeline.admit(scope, ctx):
+            await self.pipeline.answer(scope, send, route.template, started, 429, b"")
+            return None
         if key_text is not None:
-            print_ = idempotency.fingerprint("POST", ORDERS_PATH, "", body)
-            keyed = idempotency.KeyedRequest(principal.scope, key_text, print_)
+            print_ = idempotency.fingerprint("POST", route.template, "", body)
+            ctx.keyed = idempotency.KeyedRequest(principal.scope, key_text, print_)
         failure_headers: list[tuple[bytes, bytes]] = []
         try:
-            outcome = await self.services.orders.place(OrderRequest(principal, data, keyed))
+            outcome = await self.services.orders.place(OrderRequest(principal, data, ctx.keyed))
         except APIError as exc:  # out of stock, an unknown product, a key conflict
             outcome = Outcome.of_error(exc)
         except Exception as exc:
-            status, body, failure_headers = unexpected_failure(exc, request_id)
-            outcome = Outcome(status, {}, body)
-        headers = [
+            status, failure, failure_headers = unexpected_failure(exc, ctx.request_id)
+            outcome = Outcome(status, {}, failure)
+        answer_headers = [
             (name.encode(), value.encode())
             for name, value in outcome.headers.items()
-            if name != "content-type"  # _answer sends it
+            if name != "content-type"  # the pipeline sends it
         ] + failure_headers
-        await self._answer(
-            scope, send, ORDERS_PATH, started, outcome.status, outcome.body, headers, decision
+        await self.pipeline.answer(
+            scope, send, route.template, started, outcome.status, outcome.body, answer_headers
         )
         return None
 
 
-_ORDER_HEADERS = frozenset(
-    {b"authorization", b"content-type", b"content-length", b"idempotency-key", b"transfer-encoding"}
-)
+def _headers(scope: Scope) -> dict[bytes, bytes] | None:
+    """The request's headers by name; None when one is repeated (the routes decide then)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        if name in found:
+            return None
+        found[name] = value
+    return found
 
 
 async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Message]]:

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
+from commerce_api.context import context
 from commerce_api.crypto import SecretBox
 from commerce_api.db import Database, dialect_insert
 from commerce_api.errors import APIError, invalid_request
@@ -45,10 +46,6 @@ RETENTION = timedelta(hours=24)
 LEASE = timedelta(seconds=60)
 KEY_PATTERN = re.compile(f"[\\x20-\\x7e]{{1,{MAX_KEY_LENGTH}}}")
 _KEPT_HEADERS = ("content-type", "location")
-
-
-# Where a route that handles its key itself (``routing.manages_idempotency``) finds it.
-KEYED_REQUEST = "idempotency_request"
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,8 +236,8 @@ async def record(conn: AsyncConnection, request: Request, response: Response) ->
 
     No-op for requests without a key. Raises (rolling the caller back) if the claim was lost.
     """
-    claim_ = request.scope.get("state", {}).get("idempotency")
-    if not isinstance(claim_, Claim):
+    claim_ = context(request.scope).claim
+    if claim_ is None:
         return
     box = request.app.state.services.secret_box
     result = await conn.execute(

@@ -1,11 +1,8 @@
-"""ASGI layers around the app, outermost first:
+"""The error guard: the ASGI layer just outside the routes (inside ``pipeline``'s, so that
+its answers carry the request id and the rate-limit headers like any other).
 
-1. :class:`RequestIdMiddleware` gives each request an id and puts it, with the headers every
-   answer carries (:func:`identity_headers`), on every response.
-2. ``ratelimit.middleware.RateLimitMiddleware`` counts the request and adds the
-   ``X-RateLimit-*`` headers (or answers 429).
-3. :class:`ErrorGuardMiddleware` enforces the body-size limit and turns anything unexpected
-   into the contract's 500 — inside the two above, so that a 500 carries their headers too.
+:class:`ErrorGuardMiddleware` enforces the body-size limit and turns anything unexpected into
+the contract's 500 (:func:`unexpected_failure`, which the fast lane uses too).
 
 Written as plain ASGI rather than ``BaseHTTPMiddleware``: no task or stream per request.
 """
@@ -19,6 +16,7 @@ import sqlite3
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from commerce_api.context import context
 from commerce_api.errors import (
     CLIENT_CLOSED_REQUEST,
     MAX_BODY_BYTES,
@@ -26,27 +24,9 @@ from commerce_api.errors import (
     error_body,
     server_error,
 )
-from commerce_api.ids import new_request_id
 from commerce_api.observability import metrics
 
 logger = logging.getLogger("commerce_api")
-
-
-def identity_headers(request_id: str) -> list[tuple[bytes, bytes]]:
-    """The headers of every answer, whichever path made it (this middleware or the fast lane):
-    the request id, and ``nosniff`` so that no browser reads a JSON body as another type."""
-    return [(b"x-request-id", request_id.encode()), (b"x-content-type-options", b"nosniff")]
-
-
-def add_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
-    """``send`` that appends ``headers`` to the response's start message."""
-
-    async def send_with_headers(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            message["headers"] = [*message.get("headers", ()), *headers]
-        await send(message)
-
-    return send_with_headers
 
 
 async def send_json(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
@@ -57,19 +37,6 @@ async def send_json(send: Send, status: int, body: bytes, extra: list[tuple[byte
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = new_request_id()
-        scope.setdefault("state", {})["request_id"] = request_id
-        await self.app(scope, receive, add_headers(send, identity_headers(request_id)))
 
 
 STORAGE_FULL_RETRY_AFTER_SECONDS = 30
@@ -134,7 +101,7 @@ class ErrorGuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = scope.get("state", {}).get("request_id", "")
+        request_id = context(scope).request_id
         response_started = False
 
         async def tracking_send(message: Message) -> None:

@@ -17,7 +17,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.responses import HTMLResponse, Response
 
 from commerce_api import idempotency
-from commerce_api.ratelimit.middleware import EXEMPT_PATHS
+from commerce_api.pipeline import EXEMPT_PATHS
 
 OPENAPI_URL = "/v1/openapi.json"
 DOCS_URL = "/docs"

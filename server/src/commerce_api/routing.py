@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from commerce_api import idempotency
+from commerce_api.context import context
 from commerce_api.dependencies import admin_principal, current_principal, get_services
 from commerce_api.errors import invalid_request, render_exception
 from commerce_api.schemas import ErrorResponse
@@ -39,6 +40,30 @@ def manages_idempotency(endpoint: EndpointT) -> EndpointT:
     ``@router.post`` decorator."""
     setattr(endpoint, _MANAGES_IDEMPOTENCY, True)
     return endpoint
+
+
+_SERVED_FIRST = "__commerce_served_first__"
+
+
+def served_first(endpoint: EndpointT) -> EndpointT:
+    """Mark a route the fast lane (``fastlane.py``) answers before the framework runs: it
+    calls the endpoint itself, with what the route declares (apply it below ``@router.get``).
+    Its dependencies must be among those the fast lane provides: the services, the caller."""
+    setattr(endpoint, _SERVED_FIRST, "endpoint")
+    return endpoint
+
+
+def places_orders(endpoint: EndpointT) -> EndpointT:
+    """Mark the route whose body the fast lane validates with the route's model and hands to
+    the order desk itself (``POST /v1/orders``)."""
+    setattr(endpoint, _SERVED_FIRST, "orders")
+    return endpoint
+
+
+def served_first_as(endpoint: Callable[..., Any]) -> str | None:
+    """How the fast lane serves a route's endpoint, if it does."""
+    how: str | None = getattr(endpoint, _SERVED_FIRST, None)
+    return how
 
 
 class StrictRoute(APIRoute):
@@ -92,7 +117,7 @@ async def _idempotently(
     claim = await idempotency.claim(db, box, keyed)
     if isinstance(claim, Response):
         return claim
-    request.state.idempotency = claim
+    context(request.scope).claim = claim
     try:
         response = await handler(request)
     except Exception as exc:
@@ -122,7 +147,7 @@ async def _self_managed(
     services = get_services(request)
     db, box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)
-    request.scope.setdefault("state", {})[idempotency.KEYED_REQUEST] = keyed
+    context(request.scope).keyed = keyed
     try:
         return await handler(request)
     except idempotency.KeyConflict:
@@ -239,11 +264,12 @@ class MethodIndex:
     """
 
     def __init__(self, routers: Sequence[APIRouter]) -> None:
+        # The routes as declared (FastAPI >= 0.16x keeps included routers as such in app.routes).
+        self.routes = [
+            route for router in routers for route in router.routes if isinstance(route, APIRoute)
+        ]
         self._routes = [
-            (route.path_regex, frozenset(route.methods or ()), route.path)
-            for router in routers
-            for route in router.routes
-            if isinstance(route, APIRoute)
+            (route.path_regex, frozenset(route.methods or ()), route.path) for route in self.routes
         ]
 
     def allowed(self, path: str) -> list[str]:

@@ -89,11 +89,13 @@ class LaneSpy:
 def lane(monkeypatch: pytest.MonkeyPatch) -> LaneSpy:
     record = LaneSpy()
 
-    async def spy(self: FastLane, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    async def spy(
+        self: FastLane, route: Any, scope: Scope, receive: Receive, send: Send, started: float
+    ) -> Receive | None:
         if record.off:
             record.answered.append(False)
             return receive
-        result = await ORIGINAL_PLACE_ORDER(self, scope, receive, send)
+        result = await ORIGINAL_PLACE_ORDER(self, route, scope, receive, send, started)
         record.answered.append(result is None)
         return result
 

@@ -26,8 +26,8 @@ from commerce_api.app import create_app
 from commerce_api.catalog import repository as catalog_repository
 from commerce_api.db import Database
 from commerce_api.middleware import is_storage_full
-from commerce_api.observability.middleware import route_template
 from commerce_api.orders import placement
+from commerce_api.pipeline import route_template
 from commerce_api.settings import Settings
 from commerce_api.tables import webhook_deliveries
 from commerce_api.timestamps import utcnow
@@ -201,10 +201,11 @@ async def test_outbox_depth_and_oldest_due_age_are_read_at_scrape_time(
         ("/", "unmatched"),
     ],
 )
-def test_a_request_that_reached_no_route_is_labelled_by_the_fast_path_or_unmatched(
+def test_a_request_that_reached_no_route_is_labelled_by_its_route_or_unmatched(
     path: str, template: str
 ) -> None:
-    assert route_template({"type": "http", "path": path, "method": "GET"}) == template
+    routes = create_app(make_settings("sqlite:///unused.db")).state.method_index
+    assert route_template({"type": "http", "path": path, "method": "GET"}, routes) == template
 
 
 @pytest.mark.parametrize("idempotency_key", [None, "hang-up-1"])

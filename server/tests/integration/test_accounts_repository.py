@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from commerce_api.accounts import repository
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import hash_key
+from commerce_api.context import RequestContext
 from commerce_api.db import Database
 from commerce_api.errors import APIError
 from commerce_api.ids import looks_like, new_id
@@ -50,7 +51,7 @@ async def authenticate(
     """Through the read path, as every request is authenticated (a fresh key cache)."""
     read_path = await ReadPath.open(db, "production" if environment == "production" else "sandbox")
     try:
-        return await read_path.authenticate(token, {})
+        return await read_path.authenticate(token, RequestContext("req_test"))
     finally:
         await read_path.close()
 

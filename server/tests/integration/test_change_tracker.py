@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from commerce_api import wal_index
+from commerce_api.context import RequestContext
 from commerce_api.db import Database
 from commerce_api.readpath import changes
 from commerce_api.readpath.reader import open_sqlite
@@ -184,7 +185,9 @@ async def test_mapping_the_wal_index_keeps_sqlites_locks(database: str) -> None:
     read_path = await ReadPath.open(db, "sandbox")
     try:
         assert await sqlite_locks_held_by_this_process(database)
-        versions = await read_path.versions({})  # the tracker maps the header here
+        versions = await read_path.versions(
+            RequestContext("req_test")
+        )  # the tracker maps the header here
         assert versions is not None
         assert read_path.tracker._shm is not None  # type: ignore[attr-defined]
         assert await sqlite_locks_held_by_this_process(database)
@@ -195,7 +198,7 @@ async def test_mapping_the_wal_index_keeps_sqlites_locks(database: str) -> None:
         other.release()  # idempotent
         assert await sqlite_locks_held_by_this_process(database)
         bump(database, changes.AUTH, "after-the-map")
-        versions = await read_path.versions({})
+        versions = await read_path.versions(RequestContext("req_test"))
         assert versions is not None
         assert versions.auth == "after-the-map"
     finally:

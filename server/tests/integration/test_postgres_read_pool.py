@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from commerce_api.context import RequestContext
 from commerce_api.db import Database
 from commerce_api.readpath.service import ReadPath
 
@@ -31,7 +32,7 @@ async def test_postgresql_read_pool_releases_without_a_reset_statement(
     read_path = await ReadPath.open(db, "sandbox")
     try:
         for _ in range(3):
-            versions = await read_path.versions({})
+            versions = await read_path.versions(RequestContext("req_test"))
             assert versions is not None
             assert versions.auth is not None
             assert await read_path.product("prod_" + "x" * 24) is None

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 import pytest
 
+from commerce_api.context import RequestContext
 from commerce_api.observability import access
 from commerce_api.observability.access import (
     BATCH_LINES,
@@ -31,7 +32,7 @@ from commerce_api.observability.access import (
     AccessLog,
 )
 from commerce_api.observability.logging import JsonFormatter, TextFormatter
-from commerce_api.observability.middleware import RequestObserver
+from commerce_api.observability.observer import RequestObserver
 
 WAIT_SECONDS = 5.0
 JSON_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -395,9 +396,9 @@ def test_the_constants_keep_writes_atomic_on_a_pipe() -> None:
 # --- the logger's level ------------------------------------------------------------------------
 
 
-def observed_scope() -> dict[str, Any]:
-    principal = SimpleNamespace(account_id="acct_obs", key_id="key_obs")
-    return {"method": "POST", "state": {"request_id": "req_obs", "principal": principal}}
+def observed() -> tuple[dict[str, Any], RequestContext]:
+    principal: Any = SimpleNamespace(account_id="acct_obs", key_id="key_obs")
+    return {"method": "POST"}, RequestContext("req_obs", principal=principal)
 
 
 def test_nothing_is_written_when_the_access_logger_is_off(
@@ -408,7 +409,7 @@ def test_nothing_is_written_when_the_access_logger_is_off(
     observer = RequestObserver(None, log)
     assert not log.enabled()
     for status in (200, 201, 404, 500):
-        observer.observe(observed_scope(), "/v1/orders", status, 0.002)
+        observer.observe(*observed(), "/v1/orders", status, 0.002)
     log.flush()
     assert stderr.writes == []
 
@@ -420,7 +421,7 @@ def test_a_line_is_written_when_the_access_logger_is_on(
     log = AccessLog("json")
     observer = RequestObserver(None, log)
     assert log.enabled()
-    observer.observe(observed_scope(), "/v1/orders", 201, 0.002)
+    observer.observe(*observed(), "/v1/orders", 201, 0.002)
     log.flush()
     [line] = stderr.lines
     fields = json.loads(line)
@@ -433,15 +434,19 @@ def test_a_line_is_written_when_the_access_logger_is_on(
     assert fields["message"] == "POST /v1/orders 201 2.00ms"
 
 
-def test_a_request_without_state_is_logged_with_empty_ids(
+def test_a_request_without_a_caller_is_logged_with_empty_ids(
     stderr: FakeStderr, access_logger: logging.Logger
 ) -> None:
     access_logger.setLevel(logging.DEBUG)
     log = AccessLog("json")
-    RequestObserver(None, log).observe({"method": "GET"}, "unmatched", 404, 0.0)
+    RequestObserver(None, log).observe({"method": "GET"}, RequestContext("req_anon"), "x", 404, 0)
     log.flush()
     fields = json.loads(stderr.lines[0])
-    assert (fields["request_id"], fields["account_id"], fields["key_id"]) == (None, None, None)
+    assert (fields["request_id"], fields["account_id"], fields["key_id"]) == (
+        "req_anon",
+        None,
+        None,
+    )
 
 
 def test_the_level_is_followed_as_it_changes(
@@ -451,7 +456,7 @@ def test_the_level_is_followed_as_it_changes(
     observer = RequestObserver(None, log)
     for level, expected in [(logging.INFO, 1), (logging.ERROR, 1), (logging.INFO, 2)]:
         access_logger.setLevel(level)
-        observer.observe(observed_scope(), "/v1/orders", 201, 0.001)
+        observer.observe(*observed(), "/v1/orders", 201, 0.001)
         log.flush()
         assert len(stderr.lines) == expected
 

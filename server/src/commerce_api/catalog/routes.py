@@ -15,9 +15,10 @@ from commerce_api.catalog.schemas import (
     ProductList,
     ProductUpdate,
 )
+from commerce_api.context import context
 from commerce_api.dependencies import AdminPrincipal, CurrentPrincipal, ServicesDep
 from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
-from commerce_api.routing import StrictRoute, error_responses, json_response
+from commerce_api.routing import JSON, StrictRoute, error_responses, json_response, served_first
 from commerce_api.schemas import SingleLine
 
 router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictRoute)
@@ -29,6 +30,7 @@ router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictR
     responses=error_responses(401),
     summary="List products",
 )
+@served_first
 async def list_products(
     request: Request,
     services: ServicesDep,
@@ -46,11 +48,9 @@ async def list_products(
     List items omit `inventory_count` and `updated_at`; read one product for those.
     """
     limit = clamp(limit)
-    cached = await services.read_path.page(
-        request.scope.setdefault("state", {}), category, limit, offset
-    )
+    cached = await services.read_path.page(context(request.scope), category, limit, offset)
     if cached is not None:
-        return Response(cached, media_type="application/json")
+        return Response(cached, media_type=JSON)
     async with services.db.read() as conn:
         page = await service.list_products(conn, category=category, limit=limit, offset=offset)
     return json_response(page)
@@ -62,12 +62,15 @@ async def list_products(
     responses=error_responses(401),
     summary="Retrieve a product",
 )
-async def get_product(id: str, services: ServicesDep, _principal: CurrentPrincipal) -> Response:
+@served_first
+async def get_product(
+    id: str, request: Request, services: ServicesDep, _principal: CurrentPrincipal
+) -> Response:
     """One product with its current `inventory_count`. Unknown or archived ids are 404."""
-    product = await services.read_path.product(id)
-    if product is None:
+    body = await services.read_path.product_body(context(request.scope), id)
+    if body is None:
         raise service.product_not_found(id)
-    return json_response(product)
+    return Response(body, media_type=JSON)
 
 
 @router.post(

@@ -8,12 +8,19 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from commerce_api import idempotency
+from commerce_api.context import context
 from commerce_api.dependencies import CurrentPrincipal, ServicesDep
 from commerce_api.orders import service
 from commerce_api.orders.placement import OrderRequest
 from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
 from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
-from commerce_api.routing import StrictRoute, error_responses, json_response, manages_idempotency
+from commerce_api.routing import (
+    StrictRoute,
+    error_responses,
+    json_response,
+    manages_idempotency,
+    places_orders,
+)
 from commerce_api.schemas import SingleLine
 
 router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
@@ -27,6 +34,7 @@ router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute
     summary="Create an order",
 )
 @manages_idempotency
+@places_orders
 async def create_order(
     body: OrderCreate, request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> Response:
@@ -36,7 +44,7 @@ async def create_order(
     Send an `Idempotency-Key` to retry safely: the same key and request replay the first
     response (with `Idempotent-Replayed: true`)."""
     service.check_units(body, services.settings)
-    keyed = request.scope["state"].get(idempotency.KEYED_REQUEST)  # its claim is in the batch
+    keyed = context(request.scope).keyed  # its claim is in the batch
     outcome = await services.orders.place(OrderRequest(principal, body, keyed))
     return outcome.response()
 

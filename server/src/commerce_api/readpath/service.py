@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from sqlalchemy.engine import make_url
@@ -21,6 +21,14 @@ from commerce_api.settings import Environment
 
 KEY_CACHE_SIZE = 10_000
 PRODUCT_CACHE_SIZE = 10_000
+
+
+class PerRequest(Protocol):
+    """What the read path keeps for one request (``context.RequestContext`` has it): the
+    stamps, read at most once per request."""
+
+    versions: changes.Versions | None
+    versions_read: bool
 
 
 class KeyCache:
@@ -81,23 +89,23 @@ class ReadPath:
         await self.tracker.close()
         await self.reader.close()
 
-    async def versions(self, state: dict[str, Any]) -> changes.Versions | None:
-        """The change stamps, read once per request (``state`` is the request's state)."""
-        if "versions" not in state:
-            state["versions"] = await self.tracker.current()
-        versions: changes.Versions | None = state["versions"]
-        return versions
+    async def versions(self, request: PerRequest) -> changes.Versions | None:
+        """The change stamps, read once per request."""
+        if not request.versions_read:
+            request.versions = await self.tracker.current()
+            request.versions_read = True
+        return request.versions
 
     async def page(
-        self, state: dict[str, Any], category: str | None, limit: int, offset: int
+        self, request: PerRequest, category: str | None, limit: int, offset: int
     ) -> bytes | None:
         """A cached product-list page, or None (then read the database)."""
-        return self.catalog.page(await self.versions(state), category, limit, offset)
+        return self.catalog.page(await self.versions(request), category, limit, offset)
 
-    async def authenticate(self, token: str, state: dict[str, Any]) -> Principal:
+    async def authenticate(self, token: str, request: PerRequest) -> Principal:
         """The key's principal (401 otherwise), from the cache when it is current."""
         computed = screen_token(token, self.environment)
-        versions = await self.versions(state)
+        versions = await self.versions(request)
         version = None if versions is None else versions.auth
         principal = self.keys.get(computed, version)
         if principal is None:
@@ -112,14 +120,14 @@ class ReadPath:
         row = await self.reader.product(product_id)
         return None if row is None else product_detail(row)
 
-    async def product_body(self, state: dict[str, Any], product_id: str) -> bytes | None:
+    async def product_body(self, request: PerRequest, product_id: str) -> bytes | None:
         """The response body for one active product with its current stock, or None.
 
         On SQLite, from memory when nothing has been committed since it was read: the
         data_version is taken (with the stamps) *before* the row is read, so a commit that
         lands in between makes the entry stale at once, never wrongly fresh.
         """
-        versions = await self.versions(state)
+        versions = await self.versions(request)
         data_version = None if versions is None else versions.data_version
         if data_version is not None and data_version == self._products_data_version:
             cached = self._products.get(product_id)

@@ -1,0 +1,50 @@
+"""What one request carries through the layers: one typed object, made once per request.
+
+The request pipeline (``pipeline.py``) makes it when a request arrives, whichever path answers
+it (the fast lane or the routes); every layer reads and fills the same fields — never string
+keys in Starlette's ``scope["state"]``. Only this module knows where it is kept in the scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from starlette.types import Scope
+
+from commerce_api.ids import new_request_id
+
+if TYPE_CHECKING:
+    from commerce_api.accounts.service import Principal
+    from commerce_api.errors import APIError
+    from commerce_api.idempotency import Claim, KeyedRequest
+    from commerce_api.ratelimit.limiter import Decision
+    from commerce_api.readpath.changes import Versions
+
+
+@dataclass(slots=True)
+class RequestContext:
+    request_id: str
+    # The caller, once authenticated; or why it could not be (both memoised for the request).
+    principal: Principal | None = None
+    auth_error: APIError | None = None
+    # The change stamps the caches were checked against, read at most once per request.
+    versions: Versions | None = None
+    versions_read: bool = False
+    # The rate limiter's decision for this request (its headers go on the answer).
+    decision: Decision | None = None
+    # An Idempotency-Key: the request it names (an order claims it in its own batch), or the
+    # claim taken before the handler ran (every other POST).
+    keyed: KeyedRequest | None = None
+    claim: Claim | None = None
+
+
+_SCOPE_KEY = "commerce_api.context"
+
+
+def context(scope: Scope) -> RequestContext:
+    """The request's context, made on first use (a test may call a layer on its own)."""
+    found: RequestContext | None = scope.get(_SCOPE_KEY)
+    if found is None:
+        found = scope[_SCOPE_KEY] = RequestContext(new_request_id())
+    return found

@@ -1,0 +1,205 @@
+"""One request pipeline: what every request goes through, whichever path answers it.
+
+A request is answered by the fast lane (``fastlane.py``, before any framework code) or by the
+routes, behind :class:`PipelineMiddleware`. Both finish it here, with one implementation of
+each concern:
+
+- the request's :class:`~commerce_api.context.RequestContext` (its id, its caller, ...);
+- authentication (:func:`authenticate`, memoised in the context; the routes' dependency and
+  the fast lane call it);
+- the rate limit: the request counted against its quota once (:meth:`Pipeline.admit`), a 429
+  when it is over, the ``X-RateLimit-*`` headers on every answer;
+- the headers every answer carries (:meth:`Pipeline.headers`: the rate-limit headers, the
+  request id, ``nosniff``);
+- metrics and the request log (:meth:`Pipeline.observe`, labelled by route template).
+
+The contract's 500 (and the 503 of a full disk) is ``middleware.unexpected_failure``, used by
+the error guard inside this layer and by the fast lane.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from commerce_api.accounts.service import Principal, bearer_token
+from commerce_api.context import RequestContext, context
+from commerce_api.errors import APIError, error_body
+from commerce_api.observability.metrics import (
+    METRICS_PATH,
+    REJECTED_IP,
+    REJECTED_KEY,
+    UNMATCHED_ROUTE,
+)
+from commerce_api.observability.observer import RequestObserver
+
+if TYPE_CHECKING:
+    from commerce_api.dependencies import Services
+    from commerce_api.readpath.service import ReadPath
+    from commerce_api.routing import MethodIndex
+
+# For the operator's infrastructure: not counted against any quota.
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
+JSON_HEADER = (b"content-type", b"application/json")
+
+
+async def authenticate(
+    read_path: ReadPath, ctx: RequestContext, authorization: str | None
+) -> Principal:
+    """The caller of this request (401 without a valid key), memoised: failures too."""
+    if ctx.principal is not None:
+        return ctx.principal
+    if ctx.auth_error is not None:
+        raise ctx.auth_error
+    try:
+        principal = await read_path.authenticate(bearer_token(authorization), ctx)
+    except APIError as exc:
+        ctx.auth_error = exc
+        raise
+    ctx.principal = principal
+    return principal
+
+
+def authorization_header(scope: Scope) -> str | None:
+    """The request's Authorization header (the first, as Starlette's ``headers.get``)."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            text: str = value.decode("latin-1")
+            return text
+    return None
+
+
+class Pipeline:
+    """The concerns every answer shares; one per process (built by the app's lifespan)."""
+
+    def __init__(self, services: Services, observer: RequestObserver, routes: MethodIndex) -> None:
+        self.read_path = services.read_path
+        self.limiter = services.rate_limiter
+        self.limiting = services.settings.rate_limit_enabled
+        self.observer = observer
+        self.routes = routes
+
+    async def admit(self, scope: Scope, ctx: RequestContext) -> bool:
+        """Count the request against its quota, once: its key's account (or the key), else its
+        IP; False when it is over. Any failure to authenticate counts as "no valid key" here:
+        the route, if it needs a key, meets it again and answers it."""
+        if not self.limiting:
+            return True
+        if ctx.decision is None:
+            principal = ctx.principal
+            if principal is None and ctx.auth_error is None:
+                try:
+                    principal = await authenticate(self.read_path, ctx, authorization_header(scope))
+                except Exception:
+                    principal = None
+            if principal is not None:
+                key = principal.account_id or principal.key_id
+                ctx.decision = await self.limiter.check(key, principal.tier)
+            else:
+                client = scope.get("client")
+                ip = f"ip:{client[0] if client else '-'}"
+                ctx.decision = await self.limiter.check(ip, "development")
+        return ctx.decision.allowed
+
+    def rejection(self, ctx: RequestContext) -> bytes:
+        """The 429 body for a refused request (and count the refusal)."""
+        decision = ctx.decision
+        assert decision is not None
+        (REJECTED_KEY if ctx.principal is not None else REJECTED_IP).inc()
+        return error_body(
+            "rate_limited",
+            f"Rate limit of {decision.limit} requests per window exceeded. Retry after "
+            f"{decision.retry_after} seconds (see the Retry-After header).",
+            "X-RateLimit-Limit",
+        )
+
+    @staticmethod
+    def headers(ctx: RequestContext) -> list[tuple[bytes, bytes]]:
+        """The headers of every answer, after its own: the rate limit's, the request id, and
+        ``nosniff`` so that no browser reads a JSON body as another type."""
+        headers = [] if ctx.decision is None else ctx.decision.headers()
+        headers += [
+            (b"x-request-id", ctx.request_id.encode()),
+            (b"x-content-type-options", b"nosniff"),
+        ]
+        return headers
+
+    async def answer(
+        self,
+        scope: Scope,
+        send: Send,
+        route: str,
+        started: float,
+        status: int,
+        body: bytes,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """Send a whole JSON answer, finished like every other: counted against the quota
+        (over it, the 429 instead), with the common headers, observed."""
+        ctx = context(scope)
+        if not await self.admit(scope, ctx):
+            status, body, headers = 429, self.rejection(ctx), None
+        start = [JSON_HEADER, (b"content-length", str(len(body)).encode())]
+        start += headers or []
+        start += self.headers(ctx)
+        await send({"type": "http.response.start", "status": status, "headers": start})
+        await send({"type": "http.response.body", "body": body})
+        self.observe(scope, route, status, started)
+
+    def observe(self, scope: Scope, route: str | None, status: int, started: float) -> None:
+        """Count the answer in the metrics and log its line."""
+        self.observer.observe(
+            scope,
+            context(scope),
+            route or self.route_template(scope),
+            status,
+            time.perf_counter() - started,
+        )
+
+    def route_template(self, scope: Scope) -> str:
+        return route_template(scope, self.routes)
+
+
+def route_template(scope: Scope, routes: MethodIndex) -> str:
+    """The template of the route that answered (or would answer) this request: the matched
+    route when routing ran, else the route the path would match (a request refused before
+    routing: a 429, a 413), else ``unmatched``."""
+    route = scope.get("route")
+    path: str | None = getattr(route, "path", None)
+    if path is not None:
+        return path
+    return routes.template(scope["path"]) or UNMATCHED_ROUTE
+
+
+class PipelineMiddleware:
+    """The pipeline around the routes (outside the error guard, so that a 500 is finished
+    like any answer). Written as plain ASGI: no task or stream per request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        pipeline: Pipeline | None = getattr(scope["app"].state, "pipeline", None)
+        if scope["type"] != "http" or pipeline is None:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        ctx = context(scope)
+        if scope["path"] not in EXEMPT_PATHS and not await pipeline.admit(scope, ctx):
+            await pipeline.answer(scope, send, "", started, 429, b"")
+            return
+        status = 500  # if the app fails before answering, the server answers 500
+
+        async def finishing_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), *pipeline.headers(ctx)]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, finishing_send)
+        finally:
+            pipeline.observe(scope, None, status, started)
