@@ -185,9 +185,8 @@ async def test_mapping_the_wal_index_keeps_sqlites_locks(database: str) -> None:
     read_path = await ReadPath.open(db, "sandbox")
     try:
         assert await sqlite_locks_held_by_this_process(database)
-        versions = await read_path.versions(
-            RequestContext("req_test")
-        )  # the tracker maps the header here
+        # the tracker maps the header here
+        versions = await read_path.versions(RequestContext("req_test"))
         assert versions is not None
         assert read_path.tracker._shm is not None  # type: ignore[attr-defined]
         assert await sqlite_locks_held_by_this_process(database)
