@@ -13,6 +13,7 @@ from starlette.types import Receive, Scope, Send
 
 from commerce_api import __version__, idempotency
 from commerce_api.catalog.routes import router as catalog_router
+from commerce_api.console.routes import router as console_router
 from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
@@ -198,6 +199,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     ]
     if settings.metrics == "on":
         routers.append(metrics_router)
+    routers.append(console_router)  # /dashboard: the operator console, not in the OpenAPI doc
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)

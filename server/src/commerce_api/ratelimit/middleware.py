@@ -18,6 +18,18 @@ from commerce_api.observability.metrics import METRICS_PATH, REJECTED_IP, REJECT
 from commerce_api.ratelimit.limiter import Decision, RateLimiter
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
+# The operator console (console/) is not counted either: it needs a session, which needs an
+# admin key. Its sign-in page is, per client IP, like any request without a key.
+CONSOLE_PREFIX = "/dashboard/"
+CONSOLE_SIGN_IN = "/dashboard/sign-in"
+
+
+def exempt(path: str) -> bool:
+    if path in EXEMPT_PATHS:
+        return True
+    return (path == CONSOLE_PREFIX[:-1] or path.startswith(CONSOLE_PREFIX)) and (
+        path != CONSOLE_SIGN_IN
+    )
 
 
 async def decide(limiter: RateLimiter, scope: Scope, principal: Principal | None) -> Decision:
@@ -44,7 +56,7 @@ class RateLimitMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:
+        if scope["type"] != "http" or exempt(scope["path"]):
             await self.app(scope, receive, send)
             return
         request = Request(scope)
