@@ -79,7 +79,7 @@ async def test_admin_key_signs_in_with_a_strict_http_only_cookie_stored_hashed(
     assert "secure" not in attributes  # a sandbox on http://localhost must work
     token = cookie.split(";")[0].split("=", 1)[1]
     async with db.read() as conn:
-        stored = list(await conn.scalars(select(console_sessions.c.token_hash)))
+        stored: list[str] = list(await conn.scalars(select(console_sessions.c.token_hash)))
     assert stored == [hashlib.sha256(token.encode()).hexdigest()]
     assert token not in stored
     overview = await client.get("/dashboard")
