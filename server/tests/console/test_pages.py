@@ -142,7 +142,7 @@ async def test_fulfil_an_order_and_see_its_event(
     assert order["id"] in listing.text
     page = await console.get(f"/dashboard/orders/{order['id']}")
     assert "1 Main St" in page.text
-    assert "25.00" in page.text  # 2 × 12.50
+    assert "25.00" in page.text  # 2 units at 12.50
     assert "order.created" in page.text
 
     token = form_token(page.text)
