@@ -293,3 +293,10 @@ async def test_unknown_ids_are_a_page_not_a_500(console: httpx.AsyncClient) -> N
         response = await console.get(path)
         assert response.status_code == 404, path
         assert "text/html" in response.headers["content-type"]
+
+
+async def test_values_are_escaped_on_the_pages(console: httpx.AsyncClient, admin_key: str) -> None:
+    await _product(console, admin_key, name="<script>alert(1)</script>", category="x")
+    page = await console.get("/dashboard/products")
+    assert "<script>alert(1)</script>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text

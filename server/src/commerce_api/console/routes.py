@@ -112,7 +112,7 @@ class ConsoleRoute(APIRoute):
         is_public = getattr(self.endpoint, _PUBLIC, False)
 
         async def console_handler(request: Request) -> Response:
-            response = await _guarded(request, handler) if not is_public else None
+            response = None if is_public else await _guarded(request)
             if response is None:
                 response = await handler(request)
             for name, value in PAGE_HEADERS.items():
@@ -122,9 +122,7 @@ class ConsoleRoute(APIRoute):
         return console_handler
 
 
-async def _guarded(
-    request: Request, handler: Callable[[Request], Coroutine[Any, Any, Response]]
-) -> Response | None:
+async def _guarded(request: Request) -> Response | None:
     """The answer for a request without a live session or a valid CSRF token; None when the
     page may run (its session is then in the request's state)."""
     services = get_services(request)
@@ -157,7 +155,8 @@ async def _guarded(
     return None
 
 
-def _current_session(request: Request) -> ConsoleSession:
+async def _current_session(request: Request) -> ConsoleSession:
+    # async: FastAPI would run a plain function dependency on a worker thread.
     session = request.scope.get("state", {}).get("console_session")
     assert isinstance(session, ConsoleSession), "ConsoleRoute sets the session first"
     return session
