@@ -245,3 +245,23 @@ async def test_console_is_not_rate_limited_nor_in_the_openapi_document(
     assert "x-ratelimit-limit" in (await client.get("/dashboard/sign-in")).headers
     document = (await client.get("/v1/openapi.json")).json()
     assert not [path for path in document["paths"] if path.startswith("/dashboard")]
+
+
+async def test_activity_keeps_a_session_alive(database_url: str, admin_key: str) -> None:
+    """Each request counts as activity, even with an idle time shorter than a minute."""
+    application = create_app(make_settings(database_url, console_idle_seconds=20))
+    db = Database(database_url)
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            await sign_in(http, admin_key)
+            async with db.write() as conn:
+                await conn.execute(
+                    update(console_sessions).values(last_seen_at=utcnow() - timedelta(seconds=15))
+                )
+            assert (await http.get("/dashboard")).status_code == 200
+            async with db.read() as conn:
+                seen = await conn.scalar(select(console_sessions.c.last_seen_at))
+            assert seen is not None
+            assert utcnow() - seen < timedelta(seconds=5)
+    await db.dispose()

@@ -29,9 +29,14 @@ SESSION_COOKIE = "commerce_console_session"
 SIGN_IN_COOKIE = "commerce_console_sign_in"
 COOKIE_PATH = "/dashboard"
 CSRF_FIELD = "csrf_token"
-# last_seen_at is written at most this often (a read per request, not a write): a session may
-# so end up to this much before its idle time has passed since the very last request.
+# last_seen_at is written at most once a minute (a read per request, not a write), and at most
+# a quarter of the idle time apart: a session may so end up to that much before its idle time
+# has passed since the very last request.
 TOUCH_INTERVAL = timedelta(seconds=60)
+
+
+def touch_interval(idle_seconds: int) -> timedelta:
+    return min(TOUCH_INTERVAL, timedelta(seconds=idle_seconds / 4))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,7 @@ async def resume_session(db: Database, token: str, idle_seconds: int) -> Console
     if row.revoked_at is not None or row.role != "admin" or idle > timedelta(seconds=idle_seconds):
         await end_session(db, token)
         return None
-    if idle > TOUCH_INTERVAL:
+    if idle > touch_interval(idle_seconds):
         async with db.write() as conn:
             await repository.touch_session(conn, token_hash, now)
     principal = Principal(
