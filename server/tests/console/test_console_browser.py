@@ -255,19 +255,31 @@ def test_console_signs_in_fulfils_redelivers_and_revokes(tmp_path: Path) -> None
             assert receiver.url("/hook") in _text(page)
             page.screenshot(shots / "webhooks.png")
 
-            # Revoke the client key: its next API call is refused.
+            # Create a client key (shown once, with a copy button), then revoke it: its next
+            # API call is refused.
             _open(page, f"{server.base_url}/dashboard/accounts")
-            key_id = page.evaluate(
+            _submit(page, "form[action='/dashboard/keys']")
+            _until(page, "!!document.getElementById('new-key-secret')", "the new key")
+            new_key = page.evaluate("document.getElementById('new-key-secret').value")
+            assert api.get("/v1/products", headers=bearer(new_key)).status_code == 200
+            page.click("document.querySelector('[data-copy=new-key-secret]')", "Copy")
+            _until(
+                page,
+                "document.querySelector('[data-copy=new-key-secret]').textContent === 'Copied'",
+                "the copy button to confirm",
+            )
+            page.screenshot(shots / "accounts.png")
+            revoke = page.evaluate(
                 "[...document.querySelectorAll('tr')].find(r => r.innerText.includes("
-                f"{client_key[-4:]!r}) && r.innerText.includes('client'))"
+                f"{new_key[-4:]!r}) && r.innerText.includes('client'))"
                 "?.querySelector('form[action$=\"/revoke\"]')?.getAttribute('action')"
             )
-            assert key_id, "the demo key's revoke button"
-            page.screenshot(shots / "accounts.png")
-            _submit(page, f"form[action='{key_id}']")
+            assert revoke, "the new key's revoke button"
+            _submit(page, f"form[action='{revoke}']")
             _until(page, "document.body.innerText.includes('Key revoked')", "the notice")
-            refused = api.get("/v1/products", headers=bearer(client_key))
-            assert refused.status_code == 401
+            assert any("Revoke key" in text for text in dialogs), dialogs
+            assert api.get("/v1/products", headers=bearer(new_key)).status_code == 401
+            assert api.get("/v1/products", headers=bearer(client_key)).status_code == 200
 
             _open(page, f"{server.base_url}/dashboard")
             page.screenshot(shots / "overview.png")
