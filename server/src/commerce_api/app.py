@@ -14,6 +14,8 @@ from starlette.types import Receive, Scope, Send
 
 from commerce_api import __version__, idempotency
 from commerce_api.catalog.routes import router as catalog_router
+from commerce_api.console import routes as console
+from commerce_api.console.routes import router as console_router
 from commerce_api.db import Database
 from commerce_api.dependencies import Services, ServicesDep
 from commerce_api.errors import APIError, install_error_handlers
@@ -146,7 +148,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             orders=order_desk,
         )
         app.state.services = services
-        pipeline = Pipeline(services, observer, app.state.method_index)
+        pipeline = Pipeline(services, observer, app.state.method_index, console.uncounted)
         app.state.pipeline = pipeline
         if isinstance(app, CommerceAPI):
             app.fast_lane = FastLane(services, pipeline, app.state.method_index.routes)
@@ -207,6 +209,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     ]
     if settings.metrics == "on":
         routers.append(metrics_router)
+    routers.append(console_router)  # /dashboard: the operator console, not in the OpenAPI doc
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)

@@ -20,6 +20,7 @@ the error guard inside this layer and by the fast lane.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -74,7 +75,14 @@ def authorization_header(scope: Scope) -> str | None:
 class Pipeline:
     """The concerns every answer shares; one per process (built by the app's lifespan)."""
 
-    def __init__(self, services: Services, observer: RequestObserver, routes: MethodIndex) -> None:
+    def __init__(
+        self,
+        services: Services,
+        observer: RequestObserver,
+        routes: MethodIndex,
+        uncounted: Callable[[str], bool] = lambda _path: False,
+    ) -> None:
+        self.uncounted = uncounted  # paths left out of the rate limit besides EXEMPT_PATHS
         self.read_path = services.read_path
         self.limiter = services.rate_limiter
         self.limiting = services.settings.rate_limit_enabled
@@ -102,6 +110,10 @@ class Pipeline:
                 ip = f"ip:{client[0] if client else '-'}"
                 ctx.decision = await self.limiter.check(ip, "development")
         return ctx.decision.allowed
+
+    def exempt(self, path: str) -> bool:
+        """Whether a request for ``path`` is left out of the rate limit."""
+        return path in EXEMPT_PATHS or self.uncounted(path)
 
     def rejection(self, ctx: RequestContext) -> bytes:
         """The 429 body for a refused request (and count the refusal)."""
@@ -187,7 +199,7 @@ class PipelineMiddleware:
             return
         started = time.perf_counter()
         ctx = context(scope)
-        if scope["path"] not in EXEMPT_PATHS and not await pipeline.admit(scope, ctx):
+        if not pipeline.exempt(scope["path"]) and not await pipeline.admit(scope, ctx):
             await pipeline.answer(scope, send, "", started, 429, b"")
             return
         status = 500  # if the app fails before answering, the server answers 500

@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     http_max_connections: int = Field(default=1000, ge=1)
     # `off` removes /metrics (it answers 404 like any unknown route).
     metrics: Literal["on", "off"] = "on"
+    # An operator console session (/dashboard) ends after this long without a request.
+    console_idle_seconds: int = Field(default=1800, ge=1)
     # `auto`: JSON lines when stderr is not a terminal, readable text when it is.
     log_format: LogFormat = "auto"
     log_level: LogLevel = "info"

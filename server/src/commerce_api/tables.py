@@ -264,3 +264,17 @@ webhook_attempts = Table(
     Column("error", String(500), nullable=True),
     Index("ix_webhook_attempts_delivery", "event_id", "endpoint_id", "attempted_at"),
 )
+
+# Operator console sessions (console/): one row per signed-in browser, for an admin key. Only a
+# hash of the session token is stored, as for keys; a session ends on sign-out, when its key is
+# revoked, or after COMMERCE_CONSOLE_IDLE_SECONDS without a request.
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),  # SHA-256 of the cookie's token, hex
+    Column("key_id", String(64), ForeignKey("api_keys.id"), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_seen_at", UTCDateTime, nullable=False),
+    Index("ix_console_sessions_key_id", "key_id"),
+    Index("ix_console_sessions_last_seen_at", "last_seen_at"),
+)

@@ -1,0 +1,121 @@
+"""Queries of the console: its sessions, and reads the API has no list for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.catalog.repository import DETAIL_COLUMNS
+from commerce_api.tables import accounts, api_keys, console_sessions, events, products
+
+# --- sessions ----------------------------------------------------------------------------------
+
+
+async def insert_session(
+    conn: AsyncConnection, *, token_hash: str, key_id: str, now: datetime
+) -> None:
+    await conn.execute(
+        console_sessions.insert().values(
+            token_hash=token_hash, key_id=key_id, created_at=now, last_seen_at=now
+        )
+    )
+
+
+async def session_with_key(conn: AsyncConnection, token_hash: str) -> Row[Any] | None:
+    """The session and the current state of its key (role, account, revocation)."""
+    result = await conn.execute(
+        select(
+            console_sessions.c.key_id,
+            console_sessions.c.last_seen_at,
+            api_keys.c.account_id,
+            api_keys.c.role,
+            api_keys.c.revoked_at,
+        )
+        .join(api_keys, api_keys.c.id == console_sessions.c.key_id)
+        .where(console_sessions.c.token_hash == token_hash)
+    )
+    return result.first()
+
+
+async def touch_session(conn: AsyncConnection, token_hash: str, now: datetime) -> None:
+    await conn.execute(
+        update(console_sessions)
+        .where(console_sessions.c.token_hash == token_hash)
+        .values(last_seen_at=now)
+    )
+
+
+async def delete_session(conn: AsyncConnection, token_hash: str) -> None:
+    await conn.execute(delete(console_sessions).where(console_sessions.c.token_hash == token_hash))
+
+
+async def delete_idle_sessions(conn: AsyncConnection, seen_before: datetime) -> int:
+    result = await conn.execute(
+        delete(console_sessions).where(console_sessions.c.last_seen_at < seen_before)
+    )
+    return int(result.rowcount or 0)
+
+
+# --- reads -------------------------------------------------------------------------------------
+
+
+async def list_accounts(conn: AsyncConnection) -> list[Row[Any]]:
+    result = await conn.execute(
+        select(accounts.c.id, accounts.c.name, accounts.c.tier, accounts.c.created_at).order_by(
+            accounts.c.created_at, accounts.c.id
+        )
+    )
+    return list(result.all())
+
+
+def _catalogue(category: str | None, name: str | None) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [products.c.archived_at.is_(None)]
+    if category:
+        conditions.append(products.c.category == category)
+    if name:
+        conditions.append(func.lower(products.c.name).contains(name.lower(), autoescape=True))
+    return conditions
+
+
+async def count_products(conn: AsyncConnection, category: str | None, name: str | None) -> int:
+    query = select(func.count()).select_from(products).where(*_catalogue(category, name))
+    return int(await conn.scalar(query) or 0)
+
+
+async def page_products(
+    conn: AsyncConnection, category: str | None, name: str | None, limit: int, offset: int
+) -> Sequence[Row[Any]]:
+    """Active products with their stock, in the API's (created_at, id) order."""
+    result = await conn.execute(
+        select(*DETAIL_COLUMNS)
+        .where(*_catalogue(category, name))
+        .order_by(products.c.created_at, products.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return result.all()
+
+
+async def categories(conn: AsyncConnection) -> list[str]:
+    result = await conn.execute(
+        select(products.c.category)
+        .where(products.c.archived_at.is_(None))
+        .distinct()
+        .order_by(products.c.category)
+    )
+    return list(result.scalars())
+
+
+async def order_events(conn: AsyncConnection, account_id: str, order_id: str) -> list[Row[Any]]:
+    """The events about one order (their ``data`` is the order), oldest first."""
+    result = await conn.execute(
+        select(events.c.id, events.c.type, events.c.created_at)
+        .where(events.c.account_id == account_id, events.c.data["id"].as_string() == order_id)
+        .order_by(events.c.created_at, events.c.id)
+    )
+    return list(result.all())
