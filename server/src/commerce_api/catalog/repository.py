@@ -1,4 +1,8 @@
-"""Queries for products. Active products are those not archived."""
+"""Queries for products. Active products are those not archived.
+
+The reads of active products are declared here once, as statements: the read path
+(``readpath/reader.py``) runs the same statements compiled to SQL text, without the engine.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ARRAY, ColumnElement, Select, Text, any_, bindparam, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,10 +26,24 @@ LIST_COLUMNS = (
     products.c.created_at,
 )
 DETAIL_COLUMNS = (*LIST_COLUMNS, products.c.inventory_count, products.c.updated_at)
+ACTIVE = products.c.archived_at.is_(None)
+LIST_ORDER = (products.c.created_at, products.c.id)
+
+
+def _active_by_id(id_condition: ColumnElement[bool]) -> Select[Any]:
+    return select(*DETAIL_COLUMNS).where(id_condition, ACTIVE)
+
+
+ACTIVE_PRODUCT = _active_by_id(products.c.id == bindparam("id"))
+"""One active product by ``id``."""
+ACTIVE_PRODUCTS = _active_by_id(products.c.id == any_(bindparam("ids", type_=ARRAY(Text))))
+"""The active ones among a list of ``ids`` (PostgreSQL only: ``id = ANY(ids)``)."""
+ACTIVE_LIST = select(*LIST_COLUMNS).where(ACTIVE).order_by(*LIST_ORDER)
+"""Every active product's list fields, in list order."""
 
 
 def _active(category: str | None) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = [products.c.archived_at.is_(None)]
+    conditions: list[ColumnElement[bool]] = [ACTIVE]
     if category is not None:
         conditions.append(products.c.category == category)
     return conditions
@@ -42,7 +60,7 @@ async def page_active(
     result = await conn.execute(
         select(*LIST_COLUMNS)
         .where(*_active(category))
-        .order_by(products.c.created_at, products.c.id)
+        .order_by(*LIST_ORDER)
         .limit(limit)
         .offset(offset)
     )
@@ -50,10 +68,10 @@ async def page_active(
 
 
 async def get_active(conn: AsyncConnection, product_id: str) -> Row[Any] | None:
-    result = await conn.execute(
-        select(*DETAIL_COLUMNS).where(products.c.id == product_id, products.c.archived_at.is_(None))
-    )
-    return result.first()
+    """Through the engine, for a write's response (it must see its own uncommitted row; the
+    read path's connections cannot)."""
+    row: Row[Any] | None = (await conn.execute(ACTIVE_PRODUCT, {"id": product_id})).first()
+    return row
 
 
 # Every write below changes what the cached product list shows, so each bumps its version
@@ -75,7 +93,7 @@ async def insert_many(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) 
 async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
     result = await conn.execute(
         update(products)
-        .where(products.c.id == product_id, products.c.archived_at.is_(None))
+        .where(products.c.id == product_id, ACTIVE)
         .values(**values)
         .returning(products.c.id)
     )
@@ -107,11 +125,7 @@ async def stream_active(
 ) -> AsyncIterator[Sequence[Row[Any]]]:
     """Every active product's list fields, in list order, a partition at a time (for the
     in-memory snapshot)."""
-    result = await conn.stream(
-        select(*LIST_COLUMNS)
-        .where(products.c.archived_at.is_(None))
-        .order_by(products.c.created_at, products.c.id)
-    )
+    result = await conn.stream(ACTIVE_LIST)
     async for rows in result.partitions(partition):
         yield rows
 

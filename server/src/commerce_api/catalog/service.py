@@ -54,6 +54,8 @@ async def list_products(
 
 
 async def get_product(conn: AsyncConnection, product_id: str) -> dict[str, Any]:
+    """A write's response, read in its transaction. Clients' reads go through the read path
+    (``ReadPath.product``), which runs the same statement without the engine."""
     row = await repository.get_active(conn, product_id) if looks_like("prod", product_id) else None
     if row is None:
         raise product_not_found(product_id)

@@ -113,7 +113,8 @@ class CatalogCache:
 
     async def _rows(self) -> AsyncIterator[Sequence[Any]]:
         """SQLite: the standard library's sqlite3 on a private read-only connection (4x faster
-        than SQLAlchemy + aiosqlite, and without their per-row garbage); PostgreSQL: SQLAlchemy."""
+        than SQLAlchemy + aiosqlite, and without their per-row garbage); PostgreSQL: SQLAlchemy.
+        Both run the one statement, ``catalog.repository.ACTIVE_LIST``."""
         if self._db.sqlite_path is not None:
             async for rows in list_rows_sqlite(self._db.sqlite_path):
                 yield rows

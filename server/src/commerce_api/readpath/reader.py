@@ -2,7 +2,8 @@
 
 SQLite: the standard library's sqlite3, called inline on a private read-only connection — a
 primary-key lookup takes microseconds, less than handing it to a thread would (WAL readers
-never wait for writers). PostgreSQL: an asyncpg pool. The SQL is the same on both.
+never wait for writers). PostgreSQL: an asyncpg pool. The SQL is not written here: it is the
+catalogue's own statements (``catalog/repository.py``) compiled once, at import, for each driver.
 """
 
 from __future__ import annotations
@@ -12,19 +13,39 @@ import sqlite3
 from collections.abc import AsyncIterator
 from datetime import datetime
 from types import SimpleNamespace
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import asyncpg
+from sqlalchemy import Select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
 
+from commerce_api.catalog.repository import ACTIVE_LIST, ACTIVE_PRODUCT, ACTIVE_PRODUCTS
 from commerce_api.rounds import Rounds
+from commerce_api.tables import UTCDateTime
 from commerce_api.timestamps import from_sqlite
 
-_ACTIVE_PRODUCTS_WHERE = (
-    "SELECT id, name, description, price_minor, category, created_at, inventory_count, "
-    "updated_at FROM products WHERE {0} AND archived_at IS NULL"
+
+def _compiled(statement: Select[Any], dialect: Dialect, parameters: tuple[str, ...]) -> str:
+    """The statement's SQL text for ``dialect``'s driver, whose positional parameters must be
+    ``parameters`` (in that order)."""
+    compiled = statement.compile(dialect=dialect)
+    order = tuple(compiled.positiontup or ())
+    assert order == parameters, f"parameters {order}, expected {parameters}"
+    return compiled.string
+
+
+_SQLITE = sqlite.dialect()  # the standard library's sqlite3: `?`
+_POSTGRESQL = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]  # asyncpg: `$1`
+PRODUCT_SQLITE = _compiled(ACTIVE_PRODUCT, _SQLITE, ("id",))  # one id
+PRODUCTS_POSTGRESQL = _compiled(ACTIVE_PRODUCTS, _POSTGRESQL, ("ids",))  # a round's ids
+LIST_ROWS_SQLITE = _compiled(ACTIVE_LIST, _SQLITE, ())
+# sqlite3 returns timestamps as the text SQLite stores; the engine would convert these.
+PRODUCT_TIMESTAMPS = tuple(
+    column.name
+    for column in ACTIVE_PRODUCT.selected_columns
+    if isinstance(column.type, UTCDateTime)
 )
-_PRODUCT = _ACTIVE_PRODUCTS_WHERE.format("id = ?")  # SQLite: one id
-_PRODUCTS = _ACTIVE_PRODUCTS_WHERE.format("id = ANY($1::text[])")  # PostgreSQL: a round's ids
 _KEY = (
     "SELECT k.id, k.account_id, k.role, k.key_hash, k.revoked_at, a.tier FROM api_keys k "
     "LEFT JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = {0}"
@@ -44,13 +65,13 @@ class SQLiteReader:
         self._conn = connection
 
     async def product(self, product_id: str) -> SimpleNamespace | None:
-        row = self._conn.execute(_PRODUCT, (product_id,)).fetchone()
+        row = self._conn.execute(PRODUCT_SQLITE, (product_id,)).fetchone()
         if row is None:
             return None
-        record = SimpleNamespace(**dict(row))
-        record.created_at = from_sqlite(record.created_at)
-        record.updated_at = from_sqlite(record.updated_at)
-        return record
+        values = dict(row)
+        for name in PRODUCT_TIMESTAMPS:
+            values[name] = from_sqlite(values[name])
+        return SimpleNamespace(**values)
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
         row = self._conn.execute(_KEY.format("?"), (key_hash,)).fetchone()
@@ -96,7 +117,7 @@ class PostgresReader:
         return cls(await asyncpg.create_pool(dsn, min_size=1, max_size=10, reset=_keep_as_is))
 
     async def _read_products(self, ids: list[str]) -> dict[str, SimpleNamespace]:
-        rows = await self.pool.fetch(_PRODUCTS, list(set(ids)))
+        rows = await self.pool.fetch(PRODUCTS_POSTGRESQL, list(set(ids)))
         return {row["id"]: SimpleNamespace(**dict(row)) for row in rows}
 
     async def product(self, product_id: str) -> SimpleNamespace | None:
@@ -111,13 +132,9 @@ class PostgresReader:
         await self.pool.close()
 
 
-_LIST_ROWS = (
-    "SELECT id, name, description, price_minor, category, created_at FROM products "
-    "WHERE archived_at IS NULL ORDER BY created_at, id"
-)
-
-
 class ListRow(NamedTuple):
+    """A row of ``LIST_ROWS_SQLITE`` (``catalog.repository.LIST_COLUMNS``, in their order)."""
+
     id: str
     name: str
     description: str | None
@@ -132,7 +149,7 @@ async def list_rows_sqlite(path: str, partition: int = 2000) -> AsyncIterator[li
     conn = open_sqlite(path)
     conn.row_factory = None
     try:
-        cursor = conn.execute(_LIST_ROWS)
+        cursor = conn.execute(LIST_ROWS_SQLITE)
         while rows := cursor.fetchmany(partition):
             yield [
                 ListRow(row[0], row[1], row[2], row[3], row[4], from_sqlite(row[5])) for row in rows
