@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 
 from commerce_api.accounts.service import Principal
-from commerce_api.context import context
+from commerce_api.context import RequestContext, context
 from commerce_api.crypto import SecretBox
 from commerce_api.db import Database
 from commerce_api.errors import forbidden
@@ -47,6 +47,14 @@ async def current_principal(request: Request) -> Principal:
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+
+async def request_context(request: Request) -> RequestContext:
+    """What this request carries (``context.py``)."""
+    return context(request.scope)
+
+
+RequestContextDep = Annotated[RequestContext, Depends(request_context)]
 
 
 async def admin_principal(principal: CurrentPrincipal) -> Principal:

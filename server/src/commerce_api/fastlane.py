@@ -38,7 +38,12 @@ from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api import idempotency
 from commerce_api.context import context
-from commerce_api.dependencies import Services, current_principal, request_services
+from commerce_api.dependencies import (
+    Services,
+    current_principal,
+    request_context,
+    request_services,
+)
 from commerce_api.errors import MAX_BODY_BYTES, APIError
 from commerce_api.middleware import unexpected_failure
 from commerce_api.orders.placement import OrderRequest, Outcome
@@ -60,6 +65,7 @@ class _Unserved(Exception):
 _PROVIDED: dict[Callable[..., Any], str] = {
     request_services: "services",
     current_principal: "principal",
+    request_context: "context",
 }
 
 
@@ -72,7 +78,7 @@ class _Route:
     path: Pattern[str]
     endpoint: Callable[..., Awaitable[Response]]
     query: Callable[[bytes], dict[str, Any] | None]
-    path_fields: dict[str, Any]
+    path_value: Callable[[str, str], tuple[Any, bool]]
     body: type[BaseModel] | None
     body_name: str | None
     request_name: str | None
@@ -104,7 +110,7 @@ class _Route:
             path=route.path_regex,
             endpoint=route.endpoint,
             query=_query_parser(dependant.query_params),
-            path_fields={param.name: param for param in dependant.path_params},
+            path_value=_path_validator(dependant.path_params),
             body=body,
             body_name=body_name,
             request_name=dependant.request_param_name,
@@ -145,6 +151,19 @@ def _query_parser(params: Sequence[Any]) -> Callable[[bytes], dict[str, Any] | N
         return arguments
 
     return parse
+
+
+def _path_validator(params: Sequence[Any]) -> Callable[[str, str], tuple[Any, bool]]:
+    """A path parameter's value by the route's own field (memoised: clients read the same
+    products again and again), and whether it is valid."""
+    fields = {param.name: param for param in params}
+
+    @lru_cache(maxsize=4096)
+    def validate(name: str, raw: str) -> tuple[Any, bool]:
+        value, errors = fields[name].validate(raw, {}, loc=("path", name))
+        return value, not errors
+
+    return validate
 
 
 class FastLane:
@@ -200,14 +219,16 @@ class FastLane:
         ):
             raise _Unserved  # a body where none is declared, a repeated header: the routes decide
         for name, raw in path_params.items():
-            value, errors = route.path_fields[name].validate(raw, {}, loc=("path", name))
-            if errors:
+            value, valid = route.path_value(name, raw)
+            if not valid:
                 raise _Unserved
             arguments[name] = value
         ctx = context(scope)
         for name, what in route.provided.items():
             if what == "services":
                 arguments[name] = self.services
+            elif what == "context":
+                arguments[name] = ctx
             else:
                 authorization = headers.get(b"authorization")
                 if authorization is None:

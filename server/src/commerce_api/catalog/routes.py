@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from starlette.responses import Response
 
 from commerce_api.catalog import service
@@ -15,8 +15,12 @@ from commerce_api.catalog.schemas import (
     ProductList,
     ProductUpdate,
 )
-from commerce_api.context import context
-from commerce_api.dependencies import AdminPrincipal, CurrentPrincipal, ServicesDep
+from commerce_api.dependencies import (
+    AdminPrincipal,
+    CurrentPrincipal,
+    RequestContextDep,
+    ServicesDep,
+)
 from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
 from commerce_api.routing import JSON, StrictRoute, error_responses, json_response, served_first
 from commerce_api.schemas import SingleLine
@@ -32,7 +36,7 @@ router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictR
 )
 @served_first
 async def list_products(
-    request: Request,
+    ctx: RequestContextDep,
     services: ServicesDep,
     _principal: CurrentPrincipal,
     limit: Limit = DEFAULT_PAGE_SIZE,
@@ -48,7 +52,7 @@ async def list_products(
     List items omit `inventory_count` and `updated_at`; read one product for those.
     """
     limit = clamp(limit)
-    cached = await services.read_path.page(context(request.scope), category, limit, offset)
+    cached = await services.read_path.page(ctx, category, limit, offset)
     if cached is not None:
         return Response(cached, media_type=JSON)
     async with services.db.read() as conn:
@@ -64,10 +68,10 @@ async def list_products(
 )
 @served_first
 async def get_product(
-    id: str, request: Request, services: ServicesDep, _principal: CurrentPrincipal
+    id: str, ctx: RequestContextDep, services: ServicesDep, _principal: CurrentPrincipal
 ) -> Response:
     """One product with its current `inventory_count`. Unknown or archived ids are 404."""
-    body = await services.read_path.product_body(context(request.scope), id)
+    body = await services.read_path.product_body(ctx, id)
     if body is None:
         raise service.product_not_found(id)
     return Response(body, media_type=JSON)
