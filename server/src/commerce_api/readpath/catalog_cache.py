@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
-from commerce_api.catalog import repository
 from commerce_api.catalog.service import list_item
-from commerce_api.db import Database
 from commerce_api.pagination import pagination
 from commerce_api.readpath.changes import ChangeTracker, Versions
-from commerce_api.readpath.reader import list_rows_sqlite
+from commerce_api.readpath.reader import Reader
 
 logger = logging.getLogger("commerce_api.readpath")
 
@@ -46,8 +43,8 @@ def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
 
 
 class CatalogCache:
-    def __init__(self, db: Database, tracker: ChangeTracker) -> None:
-        self._db = db
+    def __init__(self, reader: Reader, tracker: ChangeTracker) -> None:
+        self._reader = reader
         self._tracker = tracker
         self._snapshot: Snapshot | None = None
         self._rebuild: asyncio.Task[None] | None = None
@@ -96,7 +93,7 @@ class CatalogCache:
         snapshot = Snapshot(versions.catalog)
         try:
             # Streamed in partitions: the rows are rendered as they come, never all held at once.
-            async for rows in self._rows():
+            async for rows in self._reader.list_rows():
                 for row in rows:
                     # orjson (>= 3.12) returns bytes whose allocation is >= 4 KiB whatever
                     # their length; kept for good, 100,000 of them would take 400 MB. A copy is
@@ -110,18 +107,6 @@ class CatalogCache:
         self._snapshot = snapshot
         if self.on_rebuilt is not None:
             self.on_rebuilt()
-
-    async def _rows(self) -> AsyncIterator[Sequence[Any]]:
-        """SQLite: the standard library's sqlite3 on a private read-only connection (4x faster
-        than SQLAlchemy + aiosqlite, and without their per-row garbage); PostgreSQL: SQLAlchemy.
-        Both run the one statement, ``catalog.repository.ACTIVE_LIST``."""
-        if self._db.sqlite_path is not None:
-            async for rows in list_rows_sqlite(self._db.sqlite_path):
-                yield rows
-            return
-        async with self._db.read() as conn:
-            async for partition in repository.stream_active(conn):
-                yield partition
 
     async def close(self) -> None:
         if self._rebuild is not None:

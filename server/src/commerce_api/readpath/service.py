@@ -63,9 +63,10 @@ class ReadPath:
         self.reader = reader
         self.environment = environment
         self.keys = KeyCache()
-        self.catalog = CatalogCache(db, tracker)
-        # Rendered products, valid while SQLite's data_version stays what it was when they
-        # were read (any commit anywhere, an order's stock change included, empties it).
+        self.catalog = CatalogCache(reader, tracker)
+        # Rendered products, valid while the tracker's data_version stays what it was when
+        # they were read (SQLite: any commit anywhere; PostgreSQL: any change notified, an
+        # order's stock change included, empties it).
         self._products: dict[str, bytes] = {}
         self._products_data_version: int | None = None
 
@@ -76,10 +77,10 @@ class ReadPath:
         reader: Reader
         if db.sqlite_path is not None:
             tracker = changes.SQLiteTracker(open_sqlite(db.sqlite_path), db.wal_index)
-            reader = SQLiteReader(open_sqlite(db.sqlite_path))
+            reader = SQLiteReader(db.sqlite_path)
         else:
             dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)
-            postgres = await PostgresReader.connect(dsn)
+            postgres = await PostgresReader.connect(dsn, db)
             tracker = await changes.PostgresTracker.open(postgres.pool, dsn, db)
             reader = postgres
         return cls(db, tracker, reader, environment)
