@@ -210,9 +210,10 @@ class FastLane:
     ) -> Response:
         """Call the route's endpoint with what its declaration asks for; ``_Unserved`` when the
         request is not one the fast lane answers (the endpoint's own errors included)."""
-        arguments = route.query(scope.get("query_string", b""))
-        if arguments is None:
+        parsed = route.query(scope.get("query_string", b""))
+        if parsed is None:
             raise _Unserved
+        arguments = dict(parsed)  # the parsed query is memoised and shared: never fill it in
         headers = _headers(scope)
         if headers is None or (
             route.body is None and (b"content-length" in headers or b"transfer-encoding" in headers)

@@ -717,3 +717,39 @@ async def test_concurrent_detail_reads_each_get_their_own_product(
             assert response.content == await db_detail(db, product_id)
         else:
             assert_error(response, 404, "not_found", "id")
+
+
+# --- the fast lane's memoised parsing ----------------------------------------------------------
+
+
+async def test_concurrent_reads_each_get_their_own_context_and_caller(
+    app: FastAPI, client: httpx.AsyncClient, make_key: Any, services: Services
+) -> None:
+    """The parsed query is memoised and shared by every request with the same query string:
+    the arguments of one request must never reach another's endpoint (a first version filled
+    the shared dict in, and a request whose key lookup awaited got the next one's context)."""
+    await seed(services.db, 3)
+    await wait_for_snapshot(services.read_path)
+    keys = [await make_key() for _ in range(8)]
+    seen: list[tuple[str, str]] = []
+    lane = app.fast_lane  # type: ignore[attr-defined]
+    assert isinstance(lane, FastLane)
+    (route,) = [r for r in lane.routes if r.template == "/v1/products"]
+    original = route.endpoint
+
+    async def recording(**arguments: Any) -> Response:
+        seen.append((arguments["ctx"].request_id, arguments["_principal"].key_id))
+        return await original(**arguments)
+
+    object.__setattr__(route, "endpoint", recording)
+    try:
+        responses = await asyncio.gather(
+            *(client.get("/v1/products?limit=5", headers=bearer(key)) for key in keys)
+        )
+    finally:
+        object.__setattr__(route, "endpoint", original)
+    assert [response.status_code for response in responses] == [200] * len(keys)
+    request_ids = {response.headers["x-request-id"] for response in responses}
+    assert {request_id for request_id, _ in seen} == request_ids
+    assert len({key_id for _, key_id in seen}) == len(keys)
+    assert set(route.query(b"limit=5") or {}) == {"limit", "offset", "category"}
