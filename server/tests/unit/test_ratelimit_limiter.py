@@ -18,7 +18,12 @@ from redis.asyncio import Redis
 
 from commerce_api.ratelimit import limiter as limiter_module
 from commerce_api.ratelimit.limiter import STORE_RETRY_SECONDS, Decision, RateLimiter
-from commerce_api.ratelimit.stores import MAX_LEASE, MemoryStore, RedisStore
+from commerce_api.ratelimit.stores import (
+    MAX_LEASE,
+    REDIS_TIMEOUT_SECONDS,
+    MemoryStore,
+    RedisStore,
+)
 from commerce_api.settings import Settings
 from tests.api.test_rate_limits import delete_redis_prefix, redis_test_url, unique_redis_prefix
 from tests.conftest import make_settings
@@ -371,3 +376,31 @@ async def test_processes_leasing_from_redis_never_admit_more_than_the_limit(
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_requests_waiting_on_a_frozen_redis_all_fail_within_one_timeout() -> None:
+    """A Redis that accepts connections and never answers: the requests waiting on one lease
+    fail together when it times out, not one timeout after another."""
+    frozen: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        frozen.append(writer)  # never answers
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    store = RedisStore(f"redis://127.0.0.1:{port}/0", "frozen:")
+    try:
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(store.hit("acct_a", WINDOW_START, HOUR, LIMIT) for _ in range(20)),
+            return_exceptions=True,
+        )
+        elapsed = time.monotonic() - started
+        assert all(isinstance(result, Exception) for result in results), results
+        assert elapsed < 3 * REDIS_TIMEOUT_SECONDS, elapsed
+    finally:
+        await store.close()
+        for writer in frozen:
+            writer.close()
+        server.close()
+        await server.wait_closed()

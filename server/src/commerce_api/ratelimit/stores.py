@@ -77,7 +77,8 @@ class _Lease:
         self.places: deque[list[int]] = deque()  # [next, last] ranges, all within the limit
         self.size = 1  # units the next lease asks for (doubles while demand lasts)
         self.exhausted = False  # the count passed the limit: no place is left to lease
-        self.refill: asyncio.Future[None] | None = None  # a lease on its way
+        # A lease on its way; it resolves to the error that lease met, if any.
+        self.refill: asyncio.Future[Exception | None] | None = None
 
     def take(self) -> int | None:
         while self.places:
@@ -137,17 +138,26 @@ class RedisStore:
                 return limit + 1
             if lease.refill is None:
                 return await self._refill(lease, redis_key, window_seconds + 60, limit)
-            await asyncio.shield(lease.refill)  # then take from what it brought
+            error = await asyncio.shield(lease.refill)  # then take from what it brought
+            if error is not None:
+                # The store failed for this round: every request waiting on it fails at once
+                # (the limiter then counts in this process), none tries again in turn.
+                raise error
 
     async def _refill(self, lease: _Lease, redis_key: str, ttl: int, limit: int) -> int:
         """Lease another block; this request takes its first place."""
         refill = lease.refill = asyncio.get_running_loop().create_future()
         size = lease.size
+        error: Exception | None = None
         try:
             totals, index = await self._rounds.join((redis_key, ttl, size))
+        except Exception as exc:
+            error = exc
+            raise
         finally:
             lease.refill = None
-            refill.set_result(None)  # the waiters look again (and lease themselves on a failure)
+            # The waiters look again (on a cancellation of this request, one leases instead).
+            refill.set_result(error)
         last = totals[index]
         first = last - size + 1
         if last >= limit:
