@@ -7,7 +7,6 @@ so every process agrees on when a window starts and resets without talking to th
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import Protocol
 
 from commerce_api.rounds import Rounds
@@ -68,27 +67,25 @@ LEASE_SHARE = 16
 
 
 class _Lease:
-    """This process's leased places in one key's count for one window: ranges of places, each
-    handed to one request, in order."""
+    """This process's leased places in one key's count for one window, handed to one request
+    each, in order. A new block is leased only once the last one is used up, so the places
+    left are always one range."""
 
-    __slots__ = ("exhausted", "places", "refill", "size")
+    __slots__ = ("exhausted", "last", "next", "refill", "size")
 
     def __init__(self) -> None:
-        self.places: deque[list[int]] = deque()  # [next, last] ranges, all within the limit
+        self.next, self.last = 1, 0  # the places left: next..last, all within the limit
         self.size = 1  # units the next lease asks for (doubles while demand lasts)
         self.exhausted = False  # the count passed the limit: no place is left to lease
         # A lease on its way; it resolves to the error that lease met, if any.
         self.refill: asyncio.Future[Exception | None] | None = None
 
     def take(self) -> int | None:
-        while self.places:
-            span = self.places[0]
-            place = span[0]
-            if place <= span[1]:
-                span[0] += 1
-                return place
-            self.places.popleft()
-        return None
+        place = self.next
+        if place > self.last:
+            return None
+        self.next = place + 1
+        return place
 
 
 class RedisStore:
@@ -126,7 +123,8 @@ class RedisStore:
         if window_start > self._window_start:
             self._window_start = window_start
             self._leases = {}  # every key's window ends together
-        redis_key = f"{self._prefix}ratelimit:{max(window_start, self._window_start)}:{key}"
+        # A clock that stepped back lands in an older window: count it in the newest one.
+        redis_key = f"{self._prefix}ratelimit:{self._window_start}:{key}"
         lease = self._leases.get(redis_key)
         if lease is None:
             lease = self._leases[redis_key] = _Lease()
@@ -162,8 +160,7 @@ class RedisStore:
         first = last - size + 1
         if last >= limit:
             lease.exhausted = True
-        if first < limit:
-            lease.places.append([first + 1, min(last, limit)])
+        lease.next, lease.last = first + 1, min(last, limit)
         lease.size = max(1, min(size * 2, MAX_LEASE, (limit - last) // LEASE_SHARE))
         return first
 
