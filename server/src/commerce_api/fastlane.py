@@ -37,7 +37,8 @@ from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api import idempotency
-from commerce_api.context import context
+from commerce_api.accounts.service import Principal
+from commerce_api.context import RequestContext, context
 from commerce_api.dependencies import (
     Services,
     current_principal,
@@ -231,21 +232,23 @@ class FastLane:
             elif what == "context":
                 arguments[name] = ctx
             else:
-                authorization = headers.get(b"authorization")
-                if authorization is None:
-                    raise _Unserved
-                try:
-                    arguments[name] = await authenticate(
-                        self.services.read_path, ctx, authorization.decode("latin-1")
-                    )
-                except APIError:
-                    raise _Unserved from None
+                arguments[name] = await self._caller(ctx, headers)
         if route.request_name is not None:
             arguments[route.request_name] = Request(scope, receive)
         if route.body_name is not None:
             arguments[route.body_name] = body
         try:
             return await route.endpoint(**arguments)
+        except APIError:
+            raise _Unserved from None
+
+    async def _caller(self, ctx: RequestContext, headers: dict[bytes, bytes]) -> Principal:
+        """The caller, by the request's key; ``_Unserved`` without a valid one."""
+        authorization = headers.get(b"authorization")
+        if authorization is None:
+            raise _Unserved
+        try:
+            return await authenticate(self.services.read_path, ctx, authorization.decode("latin-1"))
         except APIError:
             raise _Unserved from None
 
@@ -270,7 +273,7 @@ class FastLane:
         headers = _headers(scope)
         if (
             headers is None
-            or scope.get("query_string")
+            or route.query(scope.get("query_string", b"")) is None
             or headers.get(b"content-type") != b"application/json"
             or b"transfer-encoding" in headers
         ):
@@ -286,14 +289,9 @@ class FastLane:
         ):
             return receive
         ctx = context(scope)
-        authorization = headers.get(b"authorization")
-        if authorization is None:
-            return receive
         try:
-            principal = await authenticate(
-                self.services.read_path, ctx, authorization.decode("latin-1")
-            )
-        except APIError:
+            principal = await self._caller(ctx, headers)
+        except _Unserved:
             return receive
         except Exception:
             logger.exception("the fast lane failed; the request takes the routes")
