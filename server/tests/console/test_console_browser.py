@@ -25,13 +25,11 @@ import pytest
 
 from tests.e2e.server_process import COMMERCE_API, running_server
 from tests.e2e.test_docs_browser import (
-    CHROMIUM_NAMES,
-    REQUIRE_BROWSER,
     STEP_SECONDS,
     CDPError,
     Page,
-    _chromium,
     _is_loopback,
+    chromium_or_skip,
     chromium_page,
 )
 from tests.helpers import bearer
@@ -123,16 +121,7 @@ def _admin_key(database_url: str, workdir: Path) -> str:
 
 
 def test_console_signs_in_fulfils_redelivers_and_revokes(tmp_path: Path) -> None:
-    binary = _chromium()
-    if binary is None:
-        message = (
-            "Chromium is not installed (looked for "
-            + ", ".join(CHROMIUM_NAMES)
-            + " on PATH; Debian/Ubuntu: apt-get install chromium chromium-driver)"
-        )
-        if REQUIRE_BROWSER:
-            pytest.fail(message + " — required in CI, where .ci/run installs it")
-        pytest.skip(message)
+    binary = chromium_or_skip()
     shots = Path(os.environ.get("COMMERCE_CONSOLE_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
 

@@ -79,6 +79,21 @@ def _chromium() -> str | None:
     return None
 
 
+def chromium_or_skip() -> str:
+    """The Chromium binary; the test skips without one, saying why (fails in CI)."""
+    binary = _chromium()
+    if binary is None:
+        message = (
+            "Chromium is not installed (looked for "
+            + ", ".join(CHROMIUM_NAMES)
+            + " on PATH; Debian/Ubuntu: apt-get install chromium chromium-driver)"
+        )
+        if REQUIRE_BROWSER:
+            pytest.fail(message + " — required in CI, where .ci/run installs it")
+        pytest.skip(message)
+    return binary
+
+
 def _is_loopback(url: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme in NON_NETWORK_SCHEMES:
@@ -250,16 +265,7 @@ def _operation(method: str, path: str) -> str:
 
 
 def test_docs_page_works_offline_and_tries_a_request(tmp_path: Path) -> None:
-    binary = _chromium()
-    if binary is None:
-        message = (
-            "Chromium is not installed (looked for "
-            + ", ".join(CHROMIUM_NAMES)
-            + " on PATH; Debian/Ubuntu: apt-get install chromium chromium-driver)"
-        )
-        if REQUIRE_BROWSER:
-            pytest.fail(message + " — required in CI, where .ci/run installs it")
-        pytest.skip(message)
+    binary = chromium_or_skip()
 
     database_url = f"sqlite:///{tmp_path / 'commerce.db'}"
     with running_server(database_url, tmp_path, args=["--demo"], expect_key=True) as server:

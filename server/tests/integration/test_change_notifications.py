@@ -37,6 +37,17 @@ async def read_path(postgresql_database_url: str) -> AsyncIterator[ReadPath]:
 
 
 @pytest.fixture
+async def writer(postgresql_database_url: str) -> AsyncIterator[Database]:
+    """Another ``Database`` of this process (as the CLI's or a test's would be): its commits
+    are still this process's."""
+    db = Database(postgresql_database_url)
+    try:
+        yield db
+    finally:
+        await db.dispose()
+
+
+@pytest.fixture
 async def outsider(postgresql_database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A connection of its own: its commits are another process's, as far as the tracker knows."""
     conn = await asyncpg.connect(_dsn(postgresql_database_url))
@@ -86,36 +97,27 @@ async def test_the_stamps_are_kept_until_a_notification_says_they_changed(
 
 
 async def test_a_commit_of_this_process_is_seen_by_its_next_read(
-    read_path: ReadPath, postgresql_database_url: str
+    read_path: ReadPath, writer: Database
 ) -> None:
     tracker = tracker_of(read_path)
     before = await tracker.current()
     assert before is not None
-    # Another Database object of this process (the CLI's, a test's): still this process.
-    writer = Database(postgresql_database_url)
-    try:
-        async with writer.write() as conn:
-            await changes.bump(conn, changes.CATALOG)
-    finally:
-        await writer.dispose()
+    async with writer.write() as conn:
+        await changes.bump(conn, changes.CATALOG)
     after = await tracker.current()  # no wait: told at the commit, before write() returned
     assert after is not None
     assert after.catalog != before.catalog
 
 
 async def test_a_stock_change_makes_cached_products_stale_but_keeps_the_stamps(
-    read_path: ReadPath, postgresql_database_url: str
+    read_path: ReadPath, writer: Database
 ) -> None:
     tracker = tracker_of(read_path)
     before = await tracker.current()
     assert before is not None
-    writer = Database(postgresql_database_url)
-    try:
-        async with writer.write() as conn:
-            await changes.touch(conn, changes.STOCK)
-            await changes.touch(conn, changes.STOCK)  # once per transaction is enough
-    finally:
-        await writer.dispose()
+    async with writer.write() as conn:
+        await changes.touch(conn, changes.STOCK)
+        await changes.touch(conn, changes.STOCK)  # once per transaction is enough
     after = await tracker.current()
     assert after is not None
     assert (after.auth, after.catalog) == (before.auth, before.catalog)
@@ -129,20 +131,24 @@ async def touch_then_fail(db: Database) -> None:
 
 
 async def test_a_rolled_back_change_tells_nobody(
-    read_path: ReadPath, postgresql_database_url: str
+    read_path: ReadPath, writer: Database, outsider: asyncpg.Connection
 ) -> None:
     tracker = tracker_of(read_path)
     before = await tracker.current()
-    writer = Database(postgresql_database_url)
-    try:
-        with pytest.raises(RuntimeError):
-            await touch_then_fail(writer)
-        async with writer.write():  # the pooled connection carries no leftover note
-            pass
-    finally:
-        await writer.dispose()
-    await asyncio.sleep(0.05)  # time for a notification, were one sent
-    assert await tracker.current() == before
+    told = tracker._changes
+    with pytest.raises(RuntimeError):
+        await touch_then_fail(writer)
+    async with writer.write():  # the pooled connection carries no leftover note
+        pass
+    # Notifications arrive in commit order: once this one is here, one sent by the rolled-back
+    # transaction would have been too.
+    await outsider.execute("SELECT pg_notify($1, 'sentinel')", changes.CHANNEL)
+    await until(lambda: tracker._changes > told, "the sentinel arrived")
+    assert tracker._changes == told + 1  # the sentinel alone
+    after = await tracker.current()
+    assert before is not None
+    assert after is not None
+    assert (after.auth, after.catalog) == (before.auth, before.catalog)
 
 
 async def test_while_the_listener_is_down_every_read_goes_to_the_database(
