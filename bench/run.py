@@ -249,9 +249,9 @@ async def prepare(database_url: str, products: int) -> tuple[str, str]:
     """Migrate, load the catalogue, return (client key, a product id)."""
     from commerce_api.accounts import service as accounts
     from commerce_api.catalog import repository
-    from commerce_api.db import Database
-    from commerce_api.ids import new_id
-    from commerce_api.timestamps import utcnow
+    from commerce_api.core.ids import new_id
+    from commerce_api.core.timestamps import utcnow
+    from commerce_api.storage.db import Database
 
     db = Database(database_url)
     await db.migrate()
@@ -470,10 +470,10 @@ async def flash_sale_products(database_url: str) -> tuple[list[str], str]:
     from sqlalchemy import select
 
     from commerce_api.catalog import repository
-    from commerce_api.db import Database
-    from commerce_api.ids import new_id
-    from commerce_api.tables import products
-    from commerce_api.timestamps import utcnow
+    from commerce_api.core.ids import new_id
+    from commerce_api.core.timestamps import utcnow
+    from commerce_api.storage.db import Database
+    from commerce_api.storage.tables import products
 
     db = Database(database_url)
     async with db.write() as conn:

@@ -18,7 +18,7 @@ from client_testing import BOOK_COUNT, BOOKS, E2EServer
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import ProductCreate
-from commerce_api.db import Database
+from commerce_api.storage.db import Database
 
 COMMERCE_API = Path(sys.executable).with_name("commerce-api")
 HOST = "127.0.0.1"

@@ -24,10 +24,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from commerce_api.accounts import service as accounts
-from commerce_api.app import create_app
-from commerce_api.db import Database
+from commerce_api.app.factory import create_app
 from commerce_api.settings import Settings, Tier
-from commerce_api.tables import metadata
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import metadata
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "COMMERCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic.script import ScriptDirectory
 from starlette.types import Scope
 
-from commerce_api.migrations import alembic_config
+from commerce_api.storage.migrations import alembic_config
 
 ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 

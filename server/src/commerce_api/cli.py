@@ -26,14 +26,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import service as catalog
-from commerce_api.crypto import SecretKeyMissing, check_secret_key
-from commerce_api.db import Database, UnsupportedDatabaseURL
-from commerce_api.errors import APIError
+from commerce_api.core.errors import APIError
+from commerce_api.core.timestamps import format_timestamp
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE
 from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
-from commerce_api.timestamps import format_timestamp
+from commerce_api.storage.crypto import SecretKeyMissing, check_secret_key
+from commerce_api.storage.db import Database, UnsupportedDatabaseURL
 
 T = TypeVar("T")
 
@@ -109,7 +109,7 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
     """Apply pending migrations, then serve the API."""
     import uvicorn
 
-    from commerce_api.http_server import DeadlineHttpProtocol
+    from commerce_api.http.server import DeadlineHttpProtocol
 
     settings = _settings()
     if demo and settings.environment == "production":

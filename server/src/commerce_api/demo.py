@@ -10,9 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts import repository as accounts_repository
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import repository as catalog_repository
-from commerce_api.ids import new_id
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
 from commerce_api.settings import Environment
-from commerce_api.timestamps import utcnow
 
 DEMO_ACCOUNT_NAME = "Demo integration"
 

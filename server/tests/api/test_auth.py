@@ -12,10 +12,10 @@ from sqlalchemy import select
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import CreatedKey
-from commerce_api.app import create_app
-from commerce_api.db import Database
+from commerce_api.app.factory import create_app
 from commerce_api.settings import Environment, Settings
-from commerce_api.tables import api_keys
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import api_keys
 from tests.api.test_error_contract import assert_error
 from tests.helpers import bearer
 

@@ -13,8 +13,8 @@ import pytest
 from fastapi import FastAPI
 
 from commerce_api.accounts import service as accounts
-from commerce_api.db import Database
 from commerce_api.settings import Settings
+from commerce_api.storage.db import Database
 from tests.helpers import bearer
 
 MIB = 1024 * 1024

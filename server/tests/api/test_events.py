@@ -15,9 +15,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select, update
 
-from commerce_api.db import Database
-from commerce_api.ids import new_id
-from commerce_api.tables import events, webhook_attempts, webhook_deliveries
+from commerce_api.core.ids import new_id
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events, webhook_attempts, webhook_deliveries
 from commerce_api.webhooks import service
 from tests.api.test_error_contract import assert_error
 from tests.api.test_orders import account_of, action, create_product, place_ok

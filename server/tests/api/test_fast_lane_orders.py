@@ -1,4 +1,4 @@
-"""``POST /v1/orders`` through the fast lane (``commerce_api.fastlane``), on both backends.
+"""``POST /v1/orders`` through the fast lane (``commerce_api.app.fastlane``), on both backends.
 
 The fast lane answers a plain, valid order itself (placed by the order desk, in a batch);
 anything unusual falls through to the FastAPI route with the body it read handed back. Both
@@ -32,15 +32,15 @@ from sqlalchemy import select, update
 from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api.accounts.keys import generate_key
-from commerce_api.app import create_app
-from commerce_api.db import Database
-from commerce_api.errors import MAX_BODY_BYTES
-from commerce_api.fastlane import FastLane
+from commerce_api.app.factory import create_app
+from commerce_api.app.fastlane import FastLane
+from commerce_api.core.errors import MAX_BODY_BYTES
 from commerce_api.orders import placement
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import RateLimitStore
 from commerce_api.settings import Settings
-from commerce_api.tables import idempotency_keys, products
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import idempotency_keys, products
 from tests.api.test_error_contract import assert_error
 from tests.api.test_orders import (
     ITEM_FIELDS,

@@ -11,12 +11,12 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, insert, select, update
 
-from commerce_api import idempotency
 from commerce_api.accounts import service as accounts
-from commerce_api.db import Database
 from commerce_api.events.service import record_events
+from commerce_api.http import idempotency
 from commerce_api.orders import placement
-from commerce_api.tables import idempotency_keys, products
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import idempotency_keys, products
 from tests.api.test_error_contract import assert_error
 from tests.api.test_orders import account_of, create_product, order_body, snapshot
 from tests.conftest import KeyFactory

@@ -22,15 +22,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 from starlette.types import Message
 
-from commerce_api.app import create_app
+from commerce_api.app.factory import create_app
 from commerce_api.catalog import repository as catalog_repository
-from commerce_api.db import Database
-from commerce_api.middleware import is_storage_full
+from commerce_api.core.timestamps import utcnow
+from commerce_api.http.middleware import is_storage_full
+from commerce_api.http.pipeline import route_template
 from commerce_api.orders import placement
-from commerce_api.pipeline import route_template
 from commerce_api.settings import Settings
-from commerce_api.tables import webhook_deliveries
-from commerce_api.timestamps import utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import webhook_deliveries
 from tests.api.test_orders import create_product, order_body
 from tests.conftest import KeyFactory, make_settings
 from tests.helpers import bearer, order_scope

@@ -28,11 +28,11 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
 from schemathesis.python import asgi as schemathesis_asgi
 
-from commerce_api.app import create_app
+from commerce_api.app.factory import create_app
 from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import ProductCreate
-from commerce_api.db import Database
-from commerce_api.openapi import BEARER, OPENAPI_URL
+from commerce_api.http.openapi import BEARER, OPENAPI_URL
+from commerce_api.storage.db import Database
 from tests.conftest import KeyFactory, make_settings
 from tests.helpers import bearer
 

@@ -18,13 +18,13 @@ from sqlalchemy import func, select, update
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import hash_key
-from commerce_api.app import create_app
-from commerce_api.db import Database
-from commerce_api.ids import new_id
+from commerce_api.app.factory import create_app
+from commerce_api.core.ids import new_id
 from commerce_api.orders import repository as orders_repository
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
-from commerce_api.tables import api_keys, events, order_items, orders, products
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import api_keys, events, order_items, orders, products
 from tests.api.test_error_contract import assert_error
 from tests.conftest import KeyFactory, make_settings
 from tests.helpers import bearer

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from commerce_api.catalog import repository
-from commerce_api.db import Database
-from commerce_api.ids import new_id
+from commerce_api.core.ids import new_id
+from commerce_api.storage.db import Database
 from tests.api.test_error_contract import assert_error
 from tests.helpers import bearer
 

@@ -22,10 +22,10 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from commerce_api.accounts import service as accounts
-from commerce_api.app import create_app
-from commerce_api.db import Database
+from commerce_api.app.factory import create_app
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.settings import Settings
+from commerce_api.storage.db import Database
 from tests.api.test_error_contract import assert_error
 from tests.conftest import KeyFactory, make_settings
 from tests.helpers import bearer

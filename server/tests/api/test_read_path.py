@@ -34,18 +34,18 @@ from starlette.responses import Response
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import generate_key, hash_key
+from commerce_api.app.fastlane import FastLane, _Unserved
 from commerce_api.catalog import repository
 from commerce_api.catalog import service as catalog_service
-from commerce_api.db import Database
-from commerce_api.dependencies import Services
-from commerce_api.fastlane import FastLane, _Unserved
-from commerce_api.ids import new_id
-from commerce_api.pagination import DEFAULT_PAGE_SIZE
-from commerce_api.readpath import changes
+from commerce_api.core.ids import new_id
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE
+from commerce_api.http.dependencies import Services
 from commerce_api.readpath.catalog_cache import CatalogCache
-from commerce_api.readpath.changes import Versions
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
+from commerce_api.storage import freshness
+from commerce_api.storage.db import Database
+from commerce_api.storage.freshness import Versions
 from tests.api.test_error_contract import assert_error
 from tests.conftest import make_settings
 from tests.helpers import bearer
@@ -601,7 +601,7 @@ async def test_a_stale_snapshot_is_never_served_and_is_rebuilt(
         assert snapshot is not None
         assert snapshot.version == old
         async with db.write() as conn:
-            await changes.bump(conn, changes.CATALOG)
+            await freshness.bump(conn, freshness.CATALOG)
         versions = await read_path.tracker.current()
         assert versions is not None
         assert versions.catalog not in {None, old}

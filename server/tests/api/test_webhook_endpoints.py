@@ -19,12 +19,12 @@ from fastapi import FastAPI
 from sqlalchemy import select, update
 
 from commerce_api.accounts import service as accounts
-from commerce_api.app import create_app
-from commerce_api.crypto import SecretBox, SecretKeyMissing
-from commerce_api.db import Database
+from commerce_api.app.factory import create_app
+from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.settings import Settings
-from commerce_api.tables import instance_values, metadata, webhook_endpoints
-from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.storage.crypto import SecretBox, SecretKeyMissing
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import instance_values, metadata, webhook_endpoints
 from tests.api.test_error_contract import assert_error
 from tests.conftest import KeyFactory, make_settings
 from tests.helpers import bearer

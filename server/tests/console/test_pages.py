@@ -11,8 +11,8 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from commerce_api.db import Database
-from commerce_api.tables import webhook_endpoints
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import webhook_endpoints
 from tests.conftest import KeyFactory
 from tests.console.helpers import form_token, page_token, sign_in
 from tests.helpers import bearer

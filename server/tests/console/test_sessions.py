@@ -11,11 +11,11 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
-from commerce_api.app import create_app
+from commerce_api.app.factory import create_app
 from commerce_api.console.sessions import SESSION_COOKIE
-from commerce_api.db import Database
-from commerce_api.tables import accounts, console_sessions
-from commerce_api.timestamps import utcnow
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import accounts, console_sessions
 from tests.conftest import KeyFactory, make_settings
 from tests.console.helpers import form_token, page_token, sign_in
 

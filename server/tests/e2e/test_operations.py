@@ -23,10 +23,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from commerce_api.app import create_app
-from commerce_api.db import Database
+from commerce_api.app.factory import create_app
 from commerce_api.observability.metrics import RequestMetrics
-from commerce_api.tables import webhook_attempts, webhook_deliveries
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import webhook_attempts, webhook_deliveries
 from commerce_api.webhooks.repository import INTERRUPTED
 from tests.api.test_rate_limits import redis_test_url, unique_redis_prefix
 from tests.conftest import make_settings

@@ -28,10 +28,10 @@ from sqlalchemy import func, select
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import repository as catalog
-from commerce_api.db import Database
-from commerce_api.ids import new_id
-from commerce_api.tables import events, order_items, orders
-from commerce_api.timestamps import utcnow
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events, order_items, orders
 from tests.e2e.server_process import RunningServer, running_servers
 from tests.helpers import bearer
 

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from commerce_api.db import Database
+from commerce_api.storage.db import Database
 from tests.e2e.server_process import running_servers
 from tests.e2e.test_order_concurrency import (
     new_client_key,

@@ -29,9 +29,9 @@ import pytest
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import repository
-from commerce_api.db import Database
-from commerce_api.ids import new_id
-from commerce_api.timestamps import utcnow
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.db import Database
 from tests.e2e.server_process import COMMERCE_API, RunningServer, running_servers
 from tests.helpers import ADDRESS, bearer
 

@@ -13,14 +13,14 @@ from sqlalchemy.exc import IntegrityError
 from commerce_api.accounts import repository
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import hash_key
-from commerce_api.context import RequestContext
-from commerce_api.db import Database
-from commerce_api.errors import APIError
-from commerce_api.ids import looks_like, new_id
+from commerce_api.core.errors import APIError
+from commerce_api.core.ids import looks_like, new_id
+from commerce_api.core.timestamps import utcnow
+from commerce_api.http.context import RequestContext
 from commerce_api.readpath.service import ReadPath
-from commerce_api.tables import accounts as accounts_table
-from commerce_api.tables import api_keys
-from commerce_api.timestamps import utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import accounts as accounts_table
+from commerce_api.storage.tables import api_keys
 
 
 async def new_account(db: Database, name: str = "Acme", tier: str = "development") -> str:

@@ -16,9 +16,9 @@ from commerce_api.catalog.service import (
     list_products,
     parse_import_file,
 )
-from commerce_api.db import Database
-from commerce_api.ids import new_id
-from commerce_api.tables import products
+from commerce_api.core.ids import new_id
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import products
 
 T0 = datetime(2026, 11, 21, 8, 0, 0, tzinfo=UTC)
 

@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from commerce_api.db import Database
-from commerce_api.readpath import changes
 from commerce_api.readpath.service import ReadPath
+from commerce_api.storage import freshness
+from commerce_api.storage.db import Database
 
 pytestmark = pytest.mark.postgresql
 
@@ -60,10 +60,10 @@ async def outsider(postgresql_database_url: str) -> AsyncIterator[asyncpg.Connec
 async def set_stamp(conn: asyncpg.Connection, value: str, *, notify: bool) -> None:
     async with conn.transaction():
         await conn.execute(
-            "UPDATE instance_values SET value = $1 WHERE name = $2", value, changes.AUTH
+            "UPDATE instance_values SET value = $1 WHERE name = $2", value, freshness.AUTH
         )
         if notify:
-            await conn.execute("SELECT pg_notify($1, $2)", changes.CHANNEL, changes.AUTH)
+            await conn.execute("SELECT pg_notify($1, $2)", freshness.CHANNEL, freshness.AUTH)
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
@@ -73,8 +73,8 @@ async def until(condition: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.01)
 
 
-def tracker_of(read_path: ReadPath) -> changes.PostgresTracker:
-    assert isinstance(read_path.tracker, changes.PostgresTracker)
+def tracker_of(read_path: ReadPath) -> freshness.PostgresTracker:
+    assert isinstance(read_path.tracker, freshness.PostgresTracker)
     return read_path.tracker
 
 
@@ -103,7 +103,7 @@ async def test_a_commit_of_this_process_is_seen_by_its_next_read(
     before = await tracker.current()
     assert before is not None
     async with writer.write() as conn:
-        await changes.bump(conn, changes.CATALOG)
+        await freshness.bump(conn, freshness.CATALOG)
     after = await tracker.current()  # no wait: told at the commit, before write() returned
     assert after is not None
     assert after.catalog != before.catalog
@@ -116,8 +116,8 @@ async def test_a_stock_change_makes_cached_products_stale_but_keeps_the_stamps(
     before = await tracker.current()
     assert before is not None
     async with writer.write() as conn:
-        await changes.touch(conn, changes.STOCK)
-        await changes.touch(conn, changes.STOCK)  # once per transaction is enough
+        await freshness.touch(conn, freshness.STOCK)
+        await freshness.touch(conn, freshness.STOCK)  # once per transaction is enough
     after = await tracker.current()
     assert after is not None
     assert (after.auth, after.catalog) == (before.auth, before.catalog)
@@ -126,7 +126,7 @@ async def test_a_stock_change_makes_cached_products_stale_but_keeps_the_stamps(
 
 async def touch_then_fail(db: Database) -> None:
     async with db.write() as conn:
-        await changes.touch(conn, changes.STOCK)
+        await freshness.touch(conn, freshness.STOCK)
         raise RuntimeError("rolled back")
 
 
@@ -142,7 +142,7 @@ async def test_a_rolled_back_change_tells_nobody(
         pass
     # Notifications arrive in commit order: once this one is here, one sent by the rolled-back
     # transaction would have been too.
-    await outsider.execute("SELECT pg_notify($1, 'sentinel')", changes.CHANNEL)
+    await outsider.execute("SELECT pg_notify($1, 'sentinel')", freshness.CHANNEL)
     await until(lambda: tracker._changes > told, "the sentinel arrived")
     assert tracker._changes == told + 1  # the sentinel alone
     after = await tracker.current()
@@ -156,7 +156,7 @@ async def test_while_the_listener_is_down_every_read_goes_to_the_database(
 ) -> None:
     tracker = tracker_of(read_path)
     await tracker.current()
-    monkeypatch.setattr(changes, "RECONNECT_SECONDS", (0.5,))
+    monkeypatch.setattr(freshness, "RECONNECT_SECONDS", (0.5,))
     listener = tracker._listener
     assert listener is not None
     await outsider.execute("SELECT pg_terminate_backend($1)", listener.get_server_pid())

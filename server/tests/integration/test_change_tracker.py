@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from commerce_api import wal_index
-from commerce_api.context import RequestContext
-from commerce_api.db import Database
-from commerce_api.readpath import changes
+from commerce_api.http.context import RequestContext
 from commerce_api.readpath.reader import open_sqlite
 from commerce_api.readpath.service import ReadPath
+from commerce_api.storage import freshness, wal_index
+from commerce_api.storage.db import Database
 
 
 @pytest.fixture
@@ -33,7 +32,7 @@ async def database(tmp_path: Path) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def tracker(database: str) -> AsyncIterator[tuple[changes.SQLiteTracker, list[str]]]:
+async def tracker(database: str) -> AsyncIterator[tuple[freshness.SQLiteTracker, list[str]]]:
     conn = open_sqlite(database)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
@@ -45,7 +44,7 @@ async def tracker(database: str) -> AsyncIterator[tuple[changes.SQLiteTracker, l
         hold.append(index)
         return index.view
 
-    tracker = changes.SQLiteTracker(conn, header)
+    tracker = freshness.SQLiteTracker(conn, header)
     yield tracker, statements
     await tracker.close()
     for index in hold:
@@ -62,7 +61,7 @@ def bump(path: str, name: str, value: str) -> None:
 
 
 async def test_no_statement_runs_while_nothing_is_committed(
-    tracker: tuple[changes.SQLiteTracker, list[str]],
+    tracker: tuple[freshness.SQLiteTracker, list[str]],
 ) -> None:
     track, statements = tracker
     first = await track.current()
@@ -77,23 +76,23 @@ async def test_no_statement_runs_while_nothing_is_committed(
 
 
 async def test_a_commit_by_another_connection_is_seen_by_the_next_call(
-    database: str, tracker: tuple[changes.SQLiteTracker, list[str]]
+    database: str, tracker: tuple[freshness.SQLiteTracker, list[str]]
 ) -> None:
     track, _ = tracker
     await track.current()
     for round_ in range(20):
-        bump(database, changes.AUTH, f"auth-{round_}")
+        bump(database, freshness.AUTH, f"auth-{round_}")
         versions = await track.current()
         assert versions is not None
         assert versions.auth == f"auth-{round_}"
-        bump(database, changes.CATALOG, f"catalog-{round_}")
+        bump(database, freshness.CATALOG, f"catalog-{round_}")
         versions = await track.current()
         assert versions is not None
         assert versions.catalog == f"catalog-{round_}"
 
 
 async def test_a_commit_by_another_process_is_seen_by_the_next_call(
-    database: str, tracker: tuple[changes.SQLiteTracker, list[str]]
+    database: str, tracker: tuple[freshness.SQLiteTracker, list[str]]
 ) -> None:
     track, _ = tracker
     await track.current()
@@ -103,7 +102,7 @@ async def test_a_commit_by_another_process_is_seen_by_the_next_call(
         "(sys.argv[2],))"
     )
     await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", script, database, changes.CATALOG], check=True
+        subprocess.run, [sys.executable, "-c", script, database, freshness.CATALOG], check=True
     )
     versions = await track.current()
     assert versions is not None
@@ -111,7 +110,7 @@ async def test_a_commit_by_another_process_is_seen_by_the_next_call(
 
 
 async def test_a_commit_that_touches_no_stamp_moves_data_version_once(
-    database: str, tracker: tuple[changes.SQLiteTracker, list[str]]
+    database: str, tracker: tuple[freshness.SQLiteTracker, list[str]]
 ) -> None:
     track, statements = tracker
     await track.current()
@@ -138,14 +137,14 @@ async def test_without_the_shared_memory_every_call_asks_data_version(database: 
     conn = open_sqlite(database)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
-    track = changes.SQLiteTracker(conn, lambda: None)  # as when the map cannot be made
+    track = freshness.SQLiteTracker(conn, lambda: None)  # as when the map cannot be made
     try:
         await track.current()
         statements.clear()
         await track.current()
         await track.current()
         assert sum("data_version" in statement for statement in statements) == 2
-        bump(database, changes.AUTH, "changed")
+        bump(database, freshness.AUTH, "changed")
         versions = await track.current()
         assert versions is not None
         assert versions.auth == "changed"
@@ -196,7 +195,7 @@ async def test_mapping_the_wal_index_keeps_sqlites_locks(database: str) -> None:
         other.release()
         other.release()  # idempotent
         assert await sqlite_locks_held_by_this_process(database)
-        bump(database, changes.AUTH, "after-the-map")
+        bump(database, freshness.AUTH, "after-the-map")
         versions = await read_path.versions(RequestContext("req_test"))
         assert versions is not None
         assert versions.auth == "after-the-map"

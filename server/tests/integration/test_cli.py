@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import select, text
 
 from commerce_api.cli import METRICS_DIRECTORY_PREFIX, remove_stale_metrics_directories
-from commerce_api.db import Database
-from commerce_api.tables import accounts, api_keys, products
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import accounts, api_keys, products
 from tests.helpers import head_revision
 
 CLI = Path(sys.prefix) / "bin" / "commerce-api"

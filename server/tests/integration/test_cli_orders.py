@@ -10,13 +10,13 @@ from sqlalchemy import select
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
-from commerce_api.db import Database
-from commerce_api.ids import new_id
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
 from commerce_api.orders import placement
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.schemas import OrderCreate
-from commerce_api.tables import events, orders, products
-from commerce_api.timestamps import utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events, orders, products
 from tests.integration.test_cli import Cli, query
 
 

@@ -36,15 +36,15 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
 from commerce_api.catalog import repository as catalog
-from commerce_api.crypto import SecretBox
-from commerce_api.db import Database
-from commerce_api.ids import new_id
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.orders import placement as orders
 from commerce_api.orders import service as order_service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Settings
-from commerce_api.tables import events, webhook_deliveries, webhook_endpoints
-from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.webhooks import repository
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import (

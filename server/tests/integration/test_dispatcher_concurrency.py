@@ -28,14 +28,14 @@ from sqlalchemy import func, select, text
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
 from commerce_api.catalog import repository as catalog
-from commerce_api.crypto import SecretBox
-from commerce_api.db import Database
-from commerce_api.ids import new_id
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
 from commerce_api.orders import placement as orders
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Settings
-from commerce_api.tables import events, webhook_attempts, webhook_deliveries
-from commerce_api.timestamps import utcnow
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events, webhook_attempts, webhook_deliveries
 from commerce_api.webhooks import dispatcher as dispatcher_module
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import ACCOUNT_SHARE, Dispatcher, stop_dispatcher

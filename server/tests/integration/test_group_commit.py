@@ -1,6 +1,6 @@
-"""Group commit (``commerce_api.group_commit``), on both backends: batching, results only after
-the commit, a failing item failing alone, a failed commit failing the whole batch, exclusive
-items in separate batches, and ``close()``.
+"""Group commit (``commerce_api.storage.group_commit``), on both backends: batching, results
+only after the commit, a failing item failing alone, a failed commit failing the whole batch,
+exclusive items in separate batches, and ``close()``.
 
 Batches are made deterministic with a gate: the first batch waits inside its transaction until
 the test opens the gate, so the items submitted meanwhile queue up and form the next batch
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from commerce_api.db import Database, Executor
-from commerce_api.group_commit import GroupCommit
-from commerce_api.tables import instance_values
-from commerce_api.timestamps import utcnow
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.db import Database, Executor
+from commerce_api.storage.group_commit import GroupCommit
+from commerce_api.storage.tables import instance_values
 
 WAIT_SECONDS = 10.0
 PREFIX = "group-commit-test-"

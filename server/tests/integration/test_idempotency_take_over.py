@@ -22,11 +22,11 @@ import pytest
 from sqlalchemy import select, update
 from starlette.responses import Response
 
-from commerce_api import idempotency
-from commerce_api.crypto import SecretBox
-from commerce_api.db import Database
-from commerce_api.tables import idempotency_keys as keys
-from commerce_api.timestamps import utcnow
+from commerce_api.core.timestamps import utcnow
+from commerce_api.http import idempotency
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import idempotency_keys as keys
 from tests.api.test_idempotency import insert_key_row
 
 SCOPE, KEY, PRINT = "acct_race", "race", "f" * 64

@@ -16,8 +16,8 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, make_url
 
 from commerce_api.accounts import service as accounts
-from commerce_api.db import Database
-from commerce_api.tables import metadata
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import metadata
 from tests.helpers import head_revision
 
 EXPECTED_COLUMNS = {
@@ -227,7 +227,7 @@ async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url:
     deliveries whose foreign keys point at them survive the upgrade and the downgrade."""
     from alembic import command
 
-    from commerce_api.migrations import alembic_config
+    from commerce_api.storage.migrations import alembic_config
 
     def to(revision: str) -> Any:
         def run(sync_conn: Connection) -> None:

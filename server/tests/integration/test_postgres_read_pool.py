@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from commerce_api.context import RequestContext
-from commerce_api.db import Database
+from commerce_api.http.context import RequestContext
 from commerce_api.readpath.service import ReadPath
+from commerce_api.storage.db import Database
 
 pytestmark = pytest.mark.postgresql
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from commerce_api.catalog import repository
 from commerce_api.catalog.service import list_item, product_detail
-from commerce_api.db import Database
-from commerce_api.ids import new_id
+from commerce_api.core.ids import new_id
 from commerce_api.readpath import reader
 from commerce_api.readpath.service import ReadPath
-from commerce_api.tables import UTCDateTime
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import UTCDateTime
 from tests.integration.test_catalog_repository import T0, insert_rows, product_row
 
 DETAIL_NAMES = tuple(column.name for column in repository.DETAIL_COLUMNS)

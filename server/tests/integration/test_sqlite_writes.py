@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
-from commerce_api import db as db_module
-from commerce_api.db import Database
-from commerce_api.ids import new_id
-from commerce_api.tables import products
-from commerce_api.timestamps import utcnow
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage import db as db_module
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import products
 
 WRITERS = 20
 INITIAL = 100

@@ -28,13 +28,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
 from commerce_api.catalog import repository as catalog
-from commerce_api.db import Database
-from commerce_api.errors import APIError
-from commerce_api.ids import new_id
+from commerce_api.core.errors import APIError
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
 from commerce_api.orders import placement, service
 from commerce_api.orders.schemas import OrderCreate
-from commerce_api.tables import events, order_items, orders, products
-from commerce_api.timestamps import utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events, order_items, orders, products
 
 PRODUCTS = 3
 MAX_EXAMPLES = 40

@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import StatementError
 
-from commerce_api.db import Database
-from commerce_api.ids import new_id
-from commerce_api.tables import accounts
-from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import format_timestamp, utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import accounts
 
 
 async def _store(db: Database, created_at: datetime) -> str:

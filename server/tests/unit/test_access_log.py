@@ -22,7 +22,8 @@ from typing import Any
 import orjson
 import pytest
 
-from commerce_api.context import RequestContext
+from commerce_api.http.context import RequestContext
+from commerce_api.http.observer import RequestObserver
 from commerce_api.observability import access
 from commerce_api.observability.access import (
     BATCH_LINES,
@@ -32,7 +33,6 @@ from commerce_api.observability.access import (
     AccessLog,
 )
 from commerce_api.observability.logging import JsonFormatter, TextFormatter
-from commerce_api.observability.observer import RequestObserver
 
 WAIT_SECONDS = 5.0
 JSON_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from commerce_api.errors import describe_validation_error, parameter_path, validation_error
+from commerce_api.core.errors import describe_validation_error, parameter_path, validation_error
 
 
 @pytest.mark.parametrize(

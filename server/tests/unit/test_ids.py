@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from commerce_api.ids import ID_RANDOM_LENGTH, PREFIXES, looks_like, new_id, random_token
+from commerce_api.core.ids import ID_RANDOM_LENGTH, PREFIXES, looks_like, new_id, random_token
 
 CONTRACT_PREFIXES = ["prod", "ord", "acct", "key", "we", "evt"]
 

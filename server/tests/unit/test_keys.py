@@ -15,7 +15,7 @@ from commerce_api.accounts.keys import (
     hashes_match,
     key_environment,
 )
-from commerce_api.ids import KEY_RANDOM_LENGTH
+from commerce_api.core.ids import KEY_RANDOM_LENGTH
 from commerce_api.settings import Environment
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from commerce_api.money import MAX_PRICE_MINOR, AmountError, to_major, to_minor
+from commerce_api.core.money import MAX_PRICE_MINOR, AmountError, to_major, to_minor
 
 _JSON_AMOUNT = re.compile(r"^(0|[1-9][0-9]*)(\.[0-9]{1,2})?$")
 

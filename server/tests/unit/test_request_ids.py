@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from commerce_api import ids
-from commerce_api.ids import looks_like, new_request_id, random_token
+from commerce_api.core import ids
+from commerce_api.core.ids import looks_like, new_request_id, random_token
 
 REQUEST_ID = re.compile(r"req_[A-Za-z0-9]{24}")
 BASE62 = string.ascii_letters + string.digits

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from commerce_api.rounds import Rounds
+from commerce_api.core.coalescing import Rounds
 
 
 class Recorder:

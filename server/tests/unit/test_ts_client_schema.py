@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from commerce_api.app import create_app
+from commerce_api.app.factory import create_app
 
 CLIENT_TS = Path(__file__).resolve().parents[3] / "client-ts"
 SNAPSHOT = CLIENT_TS / "openapi.json"

@@ -14,9 +14,9 @@ from cryptography.fernet import Fernet, InvalidToken
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from commerce_api.crypto import SecretBox, SecretKeyMissing
+from commerce_api.core.timestamps import format_timestamp
 from commerce_api.settings import DEFAULT_RETRY_SCHEDULE, Settings
-from commerce_api.timestamps import format_timestamp
+from commerce_api.storage.crypto import SecretBox, SecretKeyMissing
 from commerce_api.webhooks import dispatcher
 from commerce_api.webhooks.dispatcher import Outcome, decide
 from commerce_api.webhooks.signing import SECRET_BYTES, new_secret, signature_header

@@ -10,7 +10,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from commerce_api.ids import KEY_RANDOM_LENGTH, random_token
+from commerce_api.core.ids import KEY_RANDOM_LENGTH, random_token
 from commerce_api.settings import Environment
 
 KEY_PREFIXES: dict[Environment, str] = {"sandbox": "sk_sandbox_", "production": "sk_live_"}

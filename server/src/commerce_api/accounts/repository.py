@@ -8,8 +8,8 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.readpath import changes
-from commerce_api.tables import accounts, api_keys
+from commerce_api.storage import freshness
+from commerce_api.storage.tables import accounts, api_keys
 
 
 async def insert_account(
@@ -81,7 +81,7 @@ async def revoke_key(conn: AsyncConnection, key_id: str, revoked_at: datetime) -
         .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
         .values(revoked_at=revoked_at)
     )
-    await changes.bump(conn, changes.AUTH)  # every process drops its cached keys
+    await freshness.bump(conn, freshness.AUTH)  # every process drops its cached keys
     return True
 
 
@@ -93,5 +93,5 @@ async def revoke_account_keys(conn: AsyncConnection, account_id: str, revoked_at
         .values(revoked_at=revoked_at)
     )
     if result.rowcount:
-        await changes.bump(conn, changes.AUTH)  # every process drops its cached keys
+        await freshness.bump(conn, freshness.AUTH)  # every process drops its cached keys
     return int(result.rowcount or 0)

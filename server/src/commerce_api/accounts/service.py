@@ -16,10 +16,10 @@ from commerce_api.accounts.keys import (
     hashes_match,
     key_environment,
 )
-from commerce_api.errors import unauthorized
-from commerce_api.ids import new_id
+from commerce_api.core.errors import unauthorized
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
 from commerce_api.settings import Environment, Tier
-from commerce_api.timestamps import utcnow
 
 Role = Literal["client", "admin"]
 

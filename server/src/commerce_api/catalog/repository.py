@@ -14,8 +14,8 @@ from sqlalchemy import ARRAY, ColumnElement, Select, Text, any_, bindparam, func
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.readpath import changes
-from commerce_api.tables import products
+from commerce_api.storage import freshness
+from commerce_api.storage.tables import products
 
 LIST_COLUMNS = (
     products.c.id,
@@ -75,19 +75,19 @@ async def get_active(conn: AsyncConnection, product_id: str) -> Row[Any] | None:
 
 
 # Every write below changes what the cached product list shows, so each bumps its version
-# stamp in the same transaction (see readpath/changes.py). Stock changes by orders do not:
+# stamp in the same transaction (see readpath/freshness.py). Stock changes by orders do not:
 # list items carry no inventory_count.
 
 
 async def insert(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
     await conn.execute(products.insert().values(**values))
-    await changes.bump(conn, changes.CATALOG)
+    await freshness.bump(conn, freshness.CATALOG)
 
 
 async def insert_many(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
     if rows:
         await conn.execute(products.insert(), list(rows))
-        await changes.bump(conn, changes.CATALOG)
+        await freshness.bump(conn, freshness.CATALOG)
 
 
 async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
@@ -99,7 +99,7 @@ async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[
     )
     if result.first() is None:
         return False
-    await changes.bump(conn, changes.CATALOG)
+    await freshness.bump(conn, freshness.CATALOG)
     return True
 
 
@@ -112,7 +112,7 @@ async def update_any(conn: AsyncConnection, product_id: str, values: Mapping[str
     )
     if result.first() is None:
         return False
-    await changes.bump(conn, changes.CATALOG)
+    await freshness.bump(conn, freshness.CATALOG)
     return True
 
 

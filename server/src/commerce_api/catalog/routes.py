@@ -15,15 +15,21 @@ from commerce_api.catalog.schemas import (
     ProductList,
     ProductUpdate,
 )
-from commerce_api.dependencies import (
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.http.dependencies import (
     AdminPrincipal,
     CurrentPrincipal,
     RequestContextDep,
     ServicesDep,
 )
-from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
-from commerce_api.routing import JSON, StrictRoute, error_responses, json_response, served_first
-from commerce_api.schemas import SingleLine
+from commerce_api.http.routing import (
+    JSON,
+    StrictRoute,
+    error_responses,
+    json_response,
+    served_first,
+)
+from commerce_api.http.schemas import SingleLine
 
 router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictRoute)
 

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, field_validator
 
-from commerce_api.money import MAX_PRICE_MINOR, MINOR_PER_MAJOR, to_minor
-from commerce_api.schemas import (
+from commerce_api.core.money import MAX_PRICE_MINOR, MINOR_PER_MAJOR, to_minor
+from commerce_api.http.schemas import (
     MultiLine,
     Pagination,
     RequestModel,

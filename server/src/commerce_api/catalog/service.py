@@ -15,11 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.catalog import repository
 from commerce_api.catalog.schemas import ProductCreate, ProductUpdate
-from commerce_api.errors import describe_validation_error, not_found
-from commerce_api.ids import looks_like, new_id
-from commerce_api.money import to_major, to_minor
-from commerce_api.pagination import page
-from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.core.errors import describe_validation_error, not_found
+from commerce_api.core.ids import looks_like, new_id
+from commerce_api.core.money import to_major, to_minor
+from commerce_api.core.pagination import page
+from commerce_api.core.timestamps import format_timestamp, utcnow
 
 
 def list_item(row: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.catalog.repository import DETAIL_COLUMNS
-from commerce_api.tables import accounts, api_keys, console_sessions, events, products
+from commerce_api.storage.tables import accounts, api_keys, console_sessions, events, products
 
 # --- sessions ----------------------------------------------------------------------------------
 

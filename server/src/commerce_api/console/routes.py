@@ -29,16 +29,16 @@ from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import ProductCreate, ProductUpdate
 from commerce_api.console import repository, sessions
 from commerce_api.console.sessions import ConsoleSession
-from commerce_api.context import context as request_context
-from commerce_api.dependencies import ServicesDep, get_services
-from commerce_api.errors import APIError, describe_validation_error
+from commerce_api.core.errors import APIError, describe_validation_error
+from commerce_api.core.timestamps import format_timestamp
+from commerce_api.http.context import context as request_context
+from commerce_api.http.dependencies import ServicesDep, get_services
+from commerce_api.http.routing import json_response
 from commerce_api.observability import metrics
 from commerce_api.orders import repository as orders_repository
 from commerce_api.orders import service as orders
 from commerce_api.orders.domain import OrderStatus
-from commerce_api.routing import json_response
 from commerce_api.settings import Tier
-from commerce_api.timestamps import format_timestamp
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.schemas import WebhookEndpointUpdate
 

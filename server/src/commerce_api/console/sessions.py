@@ -22,8 +22,8 @@ from datetime import timedelta
 
 from commerce_api.accounts.service import Principal
 from commerce_api.console import repository
-from commerce_api.db import Database
-from commerce_api.timestamps import utcnow
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.db import Database
 
 SESSION_COOKIE = "commerce_console_session"
 SIGN_IN_COOKIE = "commerce_console_sign_in"

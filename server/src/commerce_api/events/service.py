@@ -10,10 +10,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.db import Executor, insert_rows
-from commerce_api.ids import new_id
-from commerce_api.tables import events, webhook_deliveries
-from commerce_api.timestamps import utcnow
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.db import Executor, insert_rows
+from commerce_api.storage.tables import events, webhook_deliveries
 from commerce_api.webhooks import repository as webhooks
 
 

@@ -30,11 +30,11 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from commerce_api.db import Database
+from commerce_api.core.timestamps import utcnow
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE
 from commerce_api.observability.batching import Batch
-from commerce_api.tables import webhook_deliveries
-from commerce_api.timestamps import utcnow
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import webhook_deliveries
 
 logger = logging.getLogger("commerce_api.metrics")
 

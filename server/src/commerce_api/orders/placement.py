@@ -1,7 +1,7 @@
 """Placing orders: one implementation for both backends, in batches that share a commit.
 
 Orders that arrive at the same moment are placed together (:class:`OrderDesk`, a group commit
-built on ``commerce_api.group_commit``): one write transaction, one durable commit, and a
+built on ``commerce_api.storage.group_commit``): one write transaction, one durable commit, and a
 fixed number of statements per batch however many orders it carries (:func:`place_batch`):
 
 1. Claim the batch's new ``Idempotency-Key`` s (in-flight rows, ``INSERT … ON CONFLICT DO
@@ -54,22 +54,22 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
-from commerce_api import idempotency
 from commerce_api.accounts.service import Principal
-from commerce_api.crypto import SecretBox
-from commerce_api.db import Database, Executor, execute_many, insert_returning, insert_rows
-from commerce_api.errors import APIError, error_body
+from commerce_api.core.errors import APIError, error_body
+from commerce_api.core.timestamps import utcnow
 from commerce_api.events.service import NewEvent, record_events
-from commerce_api.group_commit import GroupCommit
+from commerce_api.http import idempotency
+from commerce_api.http.routing import JSON
 from commerce_api.orders import repository
 from commerce_api.orders.domain import EVENT_FOR_STATUS, Line, OrderStatus
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import cannot_reserve, line_positions, new_order_rows, render_order
-from commerce_api.readpath import changes
-from commerce_api.routing import JSON
-from commerce_api.tables import idempotency_keys as keys
-from commerce_api.tables import products
-from commerce_api.timestamps import utcnow
+from commerce_api.storage import freshness
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database, Executor, execute_many, insert_returning, insert_rows
+from commerce_api.storage.group_commit import GroupCommit
+from commerce_api.storage.tables import idempotency_keys as keys
+from commerce_api.storage.tables import products
 
 CREATED = EVENT_FOR_STATUS[OrderStatus.PENDING]
 
@@ -320,7 +320,7 @@ async def _take_stock(conn: Executor, stock: dict[str, _Stock]) -> None:
     taken = [{"product": pid, "units": s.taken} for pid, s in sorted(stock.items()) if s.taken]
     await execute_many(conn, _TAKE_STOCK, taken)
     if taken:
-        await changes.touch(conn, changes.STOCK)
+        await freshness.touch(conn, freshness.STOCK)
 
 
 async def _claim_keys(

@@ -10,9 +10,9 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.db import Executor, insert_rows
-from commerce_api.readpath import changes
-from commerce_api.tables import order_items, orders, products
+from commerce_api.storage import freshness
+from commerce_api.storage.db import Executor, insert_rows
+from commerce_api.storage.tables import order_items, orders, products
 
 
 async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -> None:
@@ -22,7 +22,7 @@ async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -
         .where(products.c.id == product_id)
         .values(inventory_count=products.c.inventory_count + quantity)
     )
-    await changes.touch(conn, changes.STOCK)
+    await freshness.touch(conn, freshness.STOCK)
 
 
 async def insert_orders(

@@ -7,21 +7,21 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from commerce_api import idempotency
-from commerce_api.context import context
-from commerce_api.dependencies import CurrentPrincipal, ServicesDep
-from commerce_api.orders import service
-from commerce_api.orders.placement import OrderRequest
-from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
-from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
-from commerce_api.routing import (
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.http import idempotency
+from commerce_api.http.context import context
+from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.http.routing import (
     StrictRoute,
     error_responses,
     json_response,
     manages_idempotency,
     places_orders,
 )
-from commerce_api.schemas import SingleLine
+from commerce_api.http.schemas import SingleLine
+from commerce_api.orders import service
+from commerce_api.orders.placement import OrderRequest
+from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
 
 router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
 

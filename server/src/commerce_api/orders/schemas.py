@@ -7,7 +7,13 @@ from typing import Annotated, Literal
 import pycountry
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
-from commerce_api.schemas import Pagination, RequestModel, ResponseModel, SingleLine, WholeNumber
+from commerce_api.http.schemas import (
+    Pagination,
+    RequestModel,
+    ResponseModel,
+    SingleLine,
+    WholeNumber,
+)
 
 MAX_ITEMS = 100
 MAX_QUANTITY = 10_000

@@ -10,11 +10,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
-from commerce_api.db import Database
-from commerce_api.errors import APIError, forbidden, invalid_request, not_found
+from commerce_api.core.errors import APIError, forbidden, invalid_request, not_found
+from commerce_api.core.ids import looks_like, new_id
+from commerce_api.core.money import to_major
+from commerce_api.core.pagination import page
+from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.events.service import record_event
-from commerce_api.ids import looks_like, new_id
-from commerce_api.money import to_major
 from commerce_api.orders import repository
 from commerce_api.orders.domain import (
     EVENT_FOR_STATUS,
@@ -26,9 +27,8 @@ from commerce_api.orders.domain import (
     total_minor,
 )
 from commerce_api.orders.schemas import OrderCreate
-from commerce_api.pagination import page
 from commerce_api.settings import Environment, Settings
-from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.storage.db import Database
 
 ADDRESS_FIELDS = ("street", "line2", "city", "state", "postal_code", "country")
 _STAMP_FOR_STATUS = {OrderStatus.FULFILLED: "fulfilled_at", OrderStatus.CANCELED: "canceled_at"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from commerce_api.rounds import Rounds
+from commerce_api.core.coalescing import Rounds
 
 
 class RateLimitStore(Protocol):
@@ -101,7 +101,7 @@ class RedisStore:
     have leased but not yet used. Leases start at one unit in each window, double while requests
     keep coming, and shrink near the limit (``MAX_LEASE``, ``LEASE_SHARE``). One lease per key
     is on its way at a time; the leases wanted at the same moment share one round trip
-    (``rounds.Rounds``).
+    (``coalescing.Rounds``).
     """
 
     def __init__(self, url: str, prefix: str) -> None:

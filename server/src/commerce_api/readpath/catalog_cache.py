@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import orjson
 
 from commerce_api.catalog.service import list_item
-from commerce_api.pagination import pagination
-from commerce_api.readpath.changes import ChangeTracker, Versions
+from commerce_api.core.pagination import pagination
 from commerce_api.readpath.reader import Reader
+from commerce_api.storage.freshness import ChangeTracker, Versions
 
 logger = logging.getLogger("commerce_api.readpath")
 

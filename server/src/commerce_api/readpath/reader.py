@@ -22,10 +22,10 @@ from sqlalchemy.engine import Dialect
 
 from commerce_api.catalog import repository
 from commerce_api.catalog.repository import ACTIVE_LIST, ACTIVE_PRODUCT, ACTIVE_PRODUCTS
-from commerce_api.db import Database
-from commerce_api.rounds import Rounds
-from commerce_api.tables import UTCDateTime
-from commerce_api.timestamps import from_sqlite
+from commerce_api.core.coalescing import Rounds
+from commerce_api.core.timestamps import from_sqlite
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import UTCDateTime
 
 
 def _compiled(statement: Select[Any], dialect: Dialect, parameters: tuple[str, ...]) -> str:
@@ -119,7 +119,7 @@ async def _keep_as_is(_connection: asyncpg.Connection) -> None:
 
 
 class PostgresReader:
-    """Product reads in shared rounds (``rounds.Rounds``): the ids asked for while a read is in
+    """Product reads in shared rounds (``coalescing.Rounds``): the ids asked for while a read is in
     flight go in the next one, ``WHERE id = ANY(...)`` — one round trip for all of them, each
     answer read after its request arrived."""
 

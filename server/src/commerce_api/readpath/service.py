@@ -11,13 +11,13 @@ from sqlalchemy.engine import make_url
 
 from commerce_api.accounts.service import Principal, principal_from_row, screen_token
 from commerce_api.catalog.service import product_detail
-from commerce_api.db import Database
-from commerce_api.ids import looks_like
-from commerce_api.instance import ensure_value
-from commerce_api.readpath import changes
+from commerce_api.core.ids import looks_like
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader, open_sqlite
 from commerce_api.settings import Environment
+from commerce_api.storage import freshness
+from commerce_api.storage.db import Database
+from commerce_api.storage.instance import ensure_value
 
 KEY_CACHE_SIZE = 10_000
 PRODUCT_CACHE_SIZE = 10_000
@@ -27,7 +27,7 @@ class PerRequest(Protocol):
     """What the read path keeps for one request (``context.RequestContext`` has it): the
     stamps, read at most once per request."""
 
-    versions: changes.Versions | None
+    versions: freshness.Versions | None
     versions_read: bool
 
 
@@ -56,7 +56,11 @@ class KeyCache:
 
 class ReadPath:
     def __init__(
-        self, db: Database, tracker: changes.ChangeTracker, reader: Reader, environment: Environment
+        self,
+        db: Database,
+        tracker: freshness.ChangeTracker,
+        reader: Reader,
+        environment: Environment,
     ) -> None:
         self.db = db
         self.tracker = tracker
@@ -73,15 +77,15 @@ class ReadPath:
     @classmethod
     async def open(cls, db: Database, environment: Environment) -> ReadPath:
         await _ensure_stamps(db)
-        tracker: changes.ChangeTracker
+        tracker: freshness.ChangeTracker
         reader: Reader
         if db.sqlite_path is not None:
-            tracker = changes.SQLiteTracker(open_sqlite(db.sqlite_path), db.wal_index)
+            tracker = freshness.SQLiteTracker(open_sqlite(db.sqlite_path), db.wal_index)
             reader = SQLiteReader(db.sqlite_path)
         else:
             dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)
             postgres = await PostgresReader.connect(dsn, db)
-            tracker = await changes.PostgresTracker.open(postgres.pool, dsn, db)
+            tracker = await freshness.PostgresTracker.open(postgres.pool, dsn, db)
             reader = postgres
         return cls(db, tracker, reader, environment)
 
@@ -90,7 +94,7 @@ class ReadPath:
         await self.tracker.close()
         await self.reader.close()
 
-    async def versions(self, request: PerRequest) -> changes.Versions | None:
+    async def versions(self, request: PerRequest) -> freshness.Versions | None:
         """The change stamps, read once per request."""
         if not request.versions_read:
             request.versions = await self.tracker.current()
@@ -152,5 +156,5 @@ class ReadPath:
 async def _ensure_stamps(db: Database) -> None:
     """Give each version stamp a first value, so caches can start (never overwrites one)."""
     async with db.write() as conn:
-        for name in (changes.AUTH, changes.CATALOG):
+        for name in (freshness.AUTH, freshness.CATALOG):
             await ensure_value(conn, name, secrets.token_hex(8))

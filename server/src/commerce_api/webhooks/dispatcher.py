@@ -28,13 +28,13 @@ import httpx
 import orjson
 from sqlalchemy.engine import Row
 
-from commerce_api.crypto import SecretBox
-from commerce_api.db import Database, Executor, insert_rows
-from commerce_api.group_commit import GroupCommit
-from commerce_api.ids import new_id
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_outcome
 from commerce_api.settings import Settings
-from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database, Executor, insert_rows
+from commerce_api.storage.group_commit import GroupCommit
 from commerce_api.webhooks import repository
 from commerce_api.webhooks.signing import signature_header
 from commerce_api.webhooks.url_policy import UnsafeURL, resolve

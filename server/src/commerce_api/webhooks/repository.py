@@ -11,9 +11,14 @@ from sqlalchemy import ColumnElement, delete, func, or_, select, tuple_, union, 
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.db import Executor
-from commerce_api.ids import new_id
-from commerce_api.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
+from commerce_api.core.ids import new_id
+from commerce_api.storage.db import Executor
+from commerce_api.storage.tables import (
+    events,
+    webhook_attempts,
+    webhook_deliveries,
+    webhook_endpoints,
+)
 
 endpoints = webhook_endpoints
 deliveries = webhook_deliveries

@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from commerce_api import idempotency
-from commerce_api.dependencies import CurrentPrincipal, ServicesDep
-from commerce_api.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
-from commerce_api.routing import StrictRoute, error_responses, json_response
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.http import idempotency
+from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.http.routing import StrictRoute, error_responses, json_response
 from commerce_api.webhooks import service
 from commerce_api.webhooks.schemas import (
     EventList,

@@ -15,7 +15,7 @@ from pydantic import (
     field_validator,
 )
 
-from commerce_api.schemas import (
+from commerce_api.http.schemas import (
     Pagination,
     RequestModel,
     ResponseModel,

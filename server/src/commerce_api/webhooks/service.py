@@ -9,13 +9,13 @@ from typing import Any, NewType
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
-from commerce_api.crypto import SecretBox, load_secret_box
-from commerce_api.db import Database
-from commerce_api.errors import APIError, forbidden, invalid_request, not_found
-from commerce_api.ids import looks_like, new_id
-from commerce_api.pagination import page
+from commerce_api.core.errors import APIError, forbidden, invalid_request, not_found
+from commerce_api.core.ids import looks_like, new_id
+from commerce_api.core.pagination import page
+from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.settings import Settings
-from commerce_api.timestamps import format_timestamp, utcnow
+from commerce_api.storage.crypto import SecretBox, load_secret_box
+from commerce_api.storage.db import Database
 from commerce_api.webhooks import repository
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from commerce_api.webhooks.signing import new_secret

@@ -33,10 +33,10 @@ import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.db import CHANGED, Database, Executor
-from commerce_api.instance import set_value
-from commerce_api.rounds import Rounds
-from commerce_api.wal_index import HEADER_BYTES
+from commerce_api.core.coalescing import Rounds
+from commerce_api.storage.db import CHANGED, Database, Executor
+from commerce_api.storage.instance import set_value
+from commerce_api.storage.wal_index import HEADER_BYTES
 
 logger = logging.getLogger("commerce_api.readpath")
 
@@ -156,7 +156,7 @@ class PostgresTracker:
 
     Each change this process is told of (a notification, or a commit of its own) counts up
     ``data_version`` and, for a stamp, forgets the stamps; the next request reads them again,
-    in shared rounds (``rounds.Rounds``: one round trip for every request waiting then, each
+    in shared rounds (``coalescing.Rounds``: one round trip for every request waiting then, each
     answer read after its request arrived). A read that a change overtook is used but not kept.
     While the listening connection is down (``listening`` is False), the stamps are read for
     every request and ``data_version`` is None, so no cache trusts them; the connection is

@@ -36,22 +36,22 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
-from commerce_api import idempotency
 from commerce_api.accounts.service import Principal
-from commerce_api.context import RequestContext, context
-from commerce_api.dependencies import (
+from commerce_api.core.errors import MAX_BODY_BYTES, APIError
+from commerce_api.http import idempotency
+from commerce_api.http.context import RequestContext, context
+from commerce_api.http.dependencies import (
     Services,
     current_principal,
     request_context,
     request_services,
 )
-from commerce_api.errors import MAX_BODY_BYTES, APIError
-from commerce_api.middleware import unexpected_failure
+from commerce_api.http.middleware import unexpected_failure
+from commerce_api.http.pipeline import Pipeline, authenticate
+from commerce_api.http.routing import served_first_as
 from commerce_api.orders.placement import OrderRequest, Outcome
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import check_units, line_positions
-from commerce_api.pipeline import Pipeline, authenticate
-from commerce_api.routing import served_first_as
 
 logger = logging.getLogger("commerce_api.readpath")
 

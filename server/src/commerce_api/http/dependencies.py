@@ -8,17 +8,18 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 
 from commerce_api.accounts.service import Principal
-from commerce_api.context import RequestContext, context
-from commerce_api.crypto import SecretBox
-from commerce_api.db import Database
-from commerce_api.errors import forbidden
-from commerce_api.pipeline import authenticate
+from commerce_api.core.errors import forbidden
+from commerce_api.http.context import RequestContext, context
+from commerce_api.http.pipeline import authenticate
 from commerce_api.ratelimit.limiter import RateLimiter
-from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database
 
 if TYPE_CHECKING:
+    # The packages above this layer, named for annotations only (their routes import this).
     from commerce_api.orders.placement import OrderDesk
+    from commerce_api.readpath.service import ReadPath
 
 
 @dataclass(frozen=True, slots=True)

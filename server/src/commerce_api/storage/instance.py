@@ -6,9 +6,9 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.db import dialect_insert
-from commerce_api.tables import instance_values
-from commerce_api.timestamps import utcnow
+from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.db import dialect_insert
+from commerce_api.storage.tables import instance_values
 
 
 async def ensure_value(conn: AsyncConnection, name: str, value: str) -> str:

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 
 from starlette.types import Scope
 
-from commerce_api.ids import new_request_id
+from commerce_api.core.ids import new_request_id
 
 if TYPE_CHECKING:
     from commerce_api.accounts.service import Principal
-    from commerce_api.errors import APIError
-    from commerce_api.idempotency import Claim, KeyedRequest
+    from commerce_api.core.errors import APIError
+    from commerce_api.http.idempotency import Claim, KeyedRequest
     from commerce_api.ratelimit.limiter import Decision
-    from commerce_api.readpath.changes import Versions
+    from commerce_api.storage.freshness import Versions
 
 
 @dataclass(slots=True)
@@ -39,7 +39,7 @@ class RequestContext:
     claim: Claim | None = None
 
 
-_SCOPE_KEY = "commerce_api.context"
+_SCOPE_KEY = "commerce_api.http.context"
 
 
 def context(scope: Scope) -> RequestContext:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from commerce_api.tables import UTCDateTime
+from commerce_api.storage.tables import UTCDateTime
 
 revision = "0004"
 down_revision = "0003"

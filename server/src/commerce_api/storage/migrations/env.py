@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from commerce_api.tables import metadata
+from commerce_api.storage.tables import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only for authoring revisions by hand
@@ -16,5 +16,5 @@ context.configure(
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
 )
-# The caller owns the transaction (see commerce_api.migrations); don't open another.
+# The caller owns the transaction (see commerce_api.storage.migrations); don't open another.
 context.run_migrations()

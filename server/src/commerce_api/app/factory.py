@@ -13,30 +13,31 @@ from fastapi import APIRouter, FastAPI
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from commerce_api import __version__, idempotency
+from commerce_api import __version__
+from commerce_api.app.fastlane import FastLane
 from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.console import routes as console
 from commerce_api.console.routes import router as console_router
-from commerce_api.db import Database
-from commerce_api.dependencies import Services, ServicesDep
-from commerce_api.errors import APIError, install_error_handlers
-from commerce_api.fastlane import FastLane
-from commerce_api.middleware import ErrorGuardMiddleware
+from commerce_api.core.errors import APIError, install_error_handlers
+from commerce_api.http import idempotency
+from commerce_api.http.dependencies import Services, ServicesDep
+from commerce_api.http.middleware import ErrorGuardMiddleware
+from commerce_api.http.observer import RequestObserver
+from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
+from commerce_api.http.pipeline import Pipeline, PipelineMiddleware
+from commerce_api.http.routing import MethodIndex, StrictRoute, json_response
+from commerce_api.http.schemas import ErrorResponse
 from commerce_api.observability import metrics
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
-from commerce_api.observability.observer import RequestObserver
-from commerce_api.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.placement import OrderDesk
 from commerce_api.orders.routes import router as orders_router
-from commerce_api.pipeline import Pipeline, PipelineMiddleware
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
 from commerce_api.readpath.service import ReadPath
-from commerce_api.routing import MethodIndex, StrictRoute, json_response
-from commerce_api.schemas import ErrorResponse
 from commerce_api.settings import Settings
+from commerce_api.storage.db import Database
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.routes import endpoints_router, events_router

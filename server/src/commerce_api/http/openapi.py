@@ -16,8 +16,8 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from starlette.responses import HTMLResponse, Response
 
-from commerce_api import idempotency
-from commerce_api.pipeline import EXEMPT_PATHS
+from commerce_api.http import idempotency
+from commerce_api.http.pipeline import EXEMPT_PATHS
 
 OPENAPI_URL = "/v1/openapi.json"
 DOCS_URL = "/docs"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from commerce_api.tables import SortableId, UTCDateTime
+from commerce_api.storage.tables import SortableId, UTCDateTime
 
 revision = "0002"
 down_revision = "0001"

@@ -18,7 +18,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from commerce_api.errors import ErrorCode
+from commerce_api.core.errors import ErrorCode
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _CONTROL_MULTILINE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # tab, LF, CR allowed

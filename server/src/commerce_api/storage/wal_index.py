@@ -23,7 +23,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-logger = logging.getLogger("commerce_api.db")
+logger = logging.getLogger("commerce_api.storage.db")
 
 # Two copies of the 48-byte WAL-index header (https://sqlite.org/walformat.html).
 HEADER_BYTES = 96

@@ -4,7 +4,7 @@ A request is answered by the fast lane (``fastlane.py``, before any framework co
 routes, behind :class:`PipelineMiddleware`. Both finish it here, with one implementation of
 each concern:
 
-- the request's :class:`~commerce_api.context.RequestContext` (its id, its caller, ...);
+- the request's :class:`~commerce_api.http.context.RequestContext` (its id, its caller, ...);
 - authentication (:func:`authenticate`, memoised in the context; the routes' dependency and
   the fast lane call it);
 - the rate limit: the request counted against its quota once (:meth:`Pipeline.admit`), a 429
@@ -26,20 +26,20 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from commerce_api.accounts.service import Principal, bearer_token
-from commerce_api.context import RequestContext, context
-from commerce_api.errors import APIError, error_body
+from commerce_api.core.errors import APIError, error_body
+from commerce_api.http.context import RequestContext, context
+from commerce_api.http.observer import RequestObserver
 from commerce_api.observability.metrics import (
     METRICS_PATH,
     REJECTED_IP,
     REJECTED_KEY,
     UNMATCHED_ROUTE,
 )
-from commerce_api.observability.observer import RequestObserver
 
 if TYPE_CHECKING:
-    from commerce_api.dependencies import Services
+    from commerce_api.http.dependencies import Services
+    from commerce_api.http.routing import MethodIndex
     from commerce_api.readpath.service import ReadPath
-    from commerce_api.routing import MethodIndex
 
 # For the operator's infrastructure: not counted against any quota.
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.base import Executable
 
-from commerce_api import wal_index
+from commerce_api.storage import wal_index
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 _IMMEDIATE = "commerce_begin_immediate"
@@ -353,7 +353,7 @@ class Database:
 
     async def migrate(self) -> None:
         """Apply pending migrations (safe to run from several processes at once)."""
-        from commerce_api.migrations import upgrade_to_head
+        from commerce_api.storage.migrations import upgrade_to_head
 
         async with self.write() as conn:
             if not self.is_sqlite:

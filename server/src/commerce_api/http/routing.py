@@ -12,11 +12,11 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from commerce_api import idempotency
-from commerce_api.context import context
-from commerce_api.dependencies import admin_principal, current_principal, get_services
-from commerce_api.errors import invalid_request, render_exception
-from commerce_api.schemas import ErrorResponse
+from commerce_api.core.errors import invalid_request, render_exception
+from commerce_api.http import idempotency
+from commerce_api.http.context import context
+from commerce_api.http.dependencies import admin_principal, current_principal, get_services
+from commerce_api.http.schemas import ErrorResponse
 
 JSON = "application/json"
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
@@ -111,7 +111,7 @@ class StrictRoute(APIRoute):
 async def _idempotently(
     handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
 ) -> Response:
-    """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.idempotency``)."""
+    """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.http.idempotency``)."""
     services = get_services(request)
     db, box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)

@@ -16,14 +16,14 @@ import sqlite3
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from commerce_api.context import context
-from commerce_api.errors import (
+from commerce_api.core.errors import (
     CLIENT_CLOSED_REQUEST,
     MAX_BODY_BYTES,
     BodyTooLarge,
     error_body,
     server_error,
 )
+from commerce_api.http.context import context
 from commerce_api.observability import metrics
 
 logger = logging.getLogger("commerce_api")

@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from commerce_api.db import Database, Executor
+from commerce_api.storage.db import Database, Executor
 
-logger = logging.getLogger("commerce_api.db")
+logger = logging.getLogger("commerce_api.storage.db")
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")

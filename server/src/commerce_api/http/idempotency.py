@@ -30,12 +30,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from commerce_api.context import context
-from commerce_api.crypto import SecretBox
-from commerce_api.db import Database, dialect_insert
-from commerce_api.errors import APIError, invalid_request
-from commerce_api.tables import idempotency_keys as keys
-from commerce_api.timestamps import utcnow
+from commerce_api.core.errors import APIError, invalid_request
+from commerce_api.core.timestamps import utcnow
+from commerce_api.http.context import context
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database, dialect_insert
+from commerce_api.storage.tables import idempotency_keys as keys
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

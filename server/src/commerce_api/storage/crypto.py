@@ -23,9 +23,9 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from commerce_api.db import Database
-from commerce_api.instance import ensure_value
 from commerce_api.settings import Settings
+from commerce_api.storage.db import Database
+from commerce_api.storage.instance import ensure_value
 
 _GENERATED_KEY_NAME = "secret_key"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from starlette.types import Scope
 
-from commerce_api.context import RequestContext
+from commerce_api.http.context import RequestContext
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.metrics import RequestMetrics
 

@@ -1,0 +1,13 @@
+"""The assembled application: ``create_app`` wires every package into one ASGI app.
+
+- ``factory``: ``create_app`` (the routers, the middleware, the lifespan that opens the database,
+  the read path, the rate limiter, the order desk and the webhook dispatcher).
+- ``fastlane``: the requests worth answering before Starlette's routing (the catalogue reads and
+  ``POST /v1/orders``), derived from the routes' own declarations.
+
+May import every other package; only the entry points (``cli``, ``demo``) import it.
+"""
+
+from commerce_api.app.factory import create_app
+
+__all__ = ["create_app"]

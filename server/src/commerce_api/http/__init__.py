@@ -1,0 +1,20 @@
+"""The HTTP layer every route module builds on: one request pipeline and its parts.
+
+- ``pipeline``: ``Pipeline`` finishes every answer (authentication, the rate limit and its
+  headers, the request id, metrics and the log), for the fast lane and the routes alike;
+  ``PipelineMiddleware`` runs it around the routes.
+- ``middleware``: the outermost guard that turns anything unexpected into the 500 envelope.
+- ``context``: ``RequestContext``, the one typed object a request carries through the layers.
+- ``dependencies``: the services container and the caller (FastAPI dependencies).
+- ``routing``: the route class and the declarations the fast lane derives its work from
+  (``served_first``, ``places_orders``), JSON responses, the documented error responses.
+- ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces
+  every resource shares; ``observer``: where answered requests are counted and logged.
+- ``openapi``: the published OpenAPI document and ``/docs``; ``server``: the uvicorn protocol
+  ``serve`` runs, with read deadlines.
+
+May import: ``core``, ``settings``, ``storage``, ``observability``, ``ratelimit`` and
+``accounts`` (every request authenticates). The services of the domain packages above it
+(``readpath``, ``orders``) are named in annotations only (``TYPE_CHECKING``), never imported
+at run time: the route modules of those packages import this one.
+"""

@@ -1,0 +1,14 @@
+"""Storage: the database and what lives beside it, for SQLite and PostgreSQL alike.
+
+- ``db``: ``Database`` (engines, read and write transactions, the SQLite writer lock, commit
+  listeners) and the SQL helpers the repositories share; ``tables``: the schema (SQLAlchemy
+  Core); ``migrations/``: Alembic revisions, applied by ``Database.migrate``.
+- ``freshness``: the change stamps every write bumps and the per-backend trackers that tell
+  the in-memory caches whether anything changed (SQLite's WAL index via ``wal_index``,
+  PostgreSQL's ``NOTIFY``).
+- ``group_commit``: many writes waiting at once share one transaction and one commit.
+- ``instance``: values the instance keeps about itself; ``crypto``: secrets at rest (the
+  encryption key for webhook secrets, kept per instance).
+
+May import: ``core`` and ``settings``. The domain packages and the HTTP layer build on it.
+"""

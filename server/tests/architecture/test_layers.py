@@ -1,0 +1,64 @@
+"""The packages of ``commerce_api`` form layers, and every import points down them.
+
+A module may import its own package and any package in a lower layer, never one in its own
+layer or above: so no two packages import each other, directly or through others (no cycles),
+and the README's Layout section stays true. Imports under ``if TYPE_CHECKING:`` are left out:
+they name a type for an annotation and never run (``http.dependencies`` names the read path's
+and the order desk's types, whose route modules import ``http``).
+"""
+
+from __future__ import annotations
+
+import grimp
+import pytest
+
+# Lowest first. A package may import the packages of the layers below its own.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),
+    ("settings",),
+    ("storage",),
+    ("observability",),
+    ("ratelimit", "accounts"),
+    ("http",),
+    ("catalog",),
+    ("readpath", "webhooks"),
+    ("events",),
+    ("orders",),
+    ("console",),
+    ("app",),
+    ("demo",),
+    ("cli",),
+)
+RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("commerce_api", exclude_type_checking_imports=True, cache_dir=None)
+
+
+def _part(module: str) -> str:
+    """The top-level package (or loose module) of ``commerce_api`` a module belongs to."""
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def test_every_package_has_a_layer(graph: grimp.ImportGraph) -> None:
+    parts = {_part(module) for module in graph.modules} - {""}
+    assert parts - RANK.keys() == set(), "add the new package to LAYERS (and to the README)"
+
+
+def test_imports_point_down_the_layers(graph: grimp.ImportGraph) -> None:
+    upward = []
+    for module in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            source, target = _part(module), _part(imported)
+            if "" in (source, target) or source == target:
+                continue
+            if RANK[target] >= RANK[source]:
+                upward.append(f"{module} -> {imported}")
+    assert upward == []
+
+
+def test_there_are_at_most_six_loose_modules(graph: grimp.ImportGraph) -> None:
+    loose = [m for m in graph.find_children("commerce_api") if not graph.find_children(m)]
+    assert len(loose) <= 6, loose
