@@ -1,5 +1,5 @@
 """Events: ``/v1/events`` — the account's order events, oldest first, with their deliveries per
-endpoint; redelivery; visibility; and the 30-day retention (``service.prune_events``).
+endpoint; redelivery; visibility; and the 30-day retention (``event_service.prune_events``).
 
 The dispatcher is off in these tests, so deliveries stay ``pending`` with no attempts unless a
 test writes them.
@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import func, select, update
 
 from commerce_api.core.ids import new_id
+from commerce_api.events import service as event_service
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, webhook_attempts, webhook_deliveries
-from commerce_api.webhooks import service
 from tests.api.test_error_contract import assert_error
 from tests.api.test_orders import account_of, action, create_product, place_ok
 from tests.conftest import KeyFactory
@@ -576,7 +576,7 @@ async def test_pruning_deletes_only_events_older_than_30_days_with_their_deliver
     assert (await list_events(client, client_key))["pagination"]["total"] == 4
 
     async with db.write() as conn:
-        deleted = await service.prune_events(conn)
+        deleted = await event_service.prune_events(conn)
 
     assert deleted == 2
     assert await count_rows(db, old) == (0, 0, 0)
@@ -589,7 +589,7 @@ async def test_pruning_deletes_only_events_older_than_30_days_with_their_deliver
         await client.get(f"/v1/events/{old}", headers=bearer(client_key)), 404, "not_found", "id"
     )
     async with db.write() as conn:
-        assert await service.prune_events(conn) == 0
+        assert await event_service.prune_events(conn) == 0
 
 
 async def test_a_second_redelivery_is_refused_until_the_first_was_attempted(

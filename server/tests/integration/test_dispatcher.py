@@ -38,6 +38,8 @@ from commerce_api.accounts.service import Principal
 from commerce_api.catalog import repository as catalog
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import format_timestamp, utcnow
+from commerce_api.events import repository as event_repository
+from commerce_api.events import service as event_service
 from commerce_api.orders import placement as orders
 from commerce_api.orders import service as order_service
 from commerce_api.orders.schemas import OrderCreate
@@ -162,7 +164,7 @@ class World:
 
     async def event(self, event_id: str) -> Any:
         async with self.db.read() as conn:
-            return await repository.get_event(conn, event_id)
+            return await event_repository.get_event(conn, event_id)
 
     async def delivery(self, event_id: str, endpoint_id: str) -> Any:
         async with self.db.read() as conn:
@@ -287,7 +289,7 @@ async def test_delivery_is_a_signed_envelope_of_the_event(world: World, receiver
         "created_at": format_timestamp(event.created_at),
         "data": order,
     }
-    assert payload == webhooks.render_event(event)  # what GET /v1/events/{id} shows
+    assert payload == event_service.render_event(event)  # what GET /v1/events/{id} shows
     assert payload["data"]["id"] == order["id"]
     with pytest.raises(WebhookVerificationError):
         request.verify(f"whsec_{'A' * 43}=")  # another secret does not verify
@@ -990,7 +992,7 @@ async def test_a_redelivery_requested_during_an_attempt_does_not_overlap_it(
     in_flight = asyncio.create_task(first.run_once())
     await eventually(lambda: len(receiver.requests()) == 1, within=5, what="the first attempt")
     async with world.db.write() as conn:
-        await webhooks.redeliver_event(conn, world.principal, event_id)
+        await event_service.redeliver_event(conn, world.principal, event_id)
     overlapping = await asyncio.wait_for(second.run_once(), timeout=5)
     assert await asyncio.wait_for(in_flight, timeout=5) == 1
     await drain(second)

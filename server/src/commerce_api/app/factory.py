@@ -19,6 +19,8 @@ from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.console import routes as console
 from commerce_api.console.routes import router as console_router
 from commerce_api.core.errors import APIError, install_error_handlers
+from commerce_api.events import service as events
+from commerce_api.events.routes import events_router
 from commerce_api.http import idempotency
 from commerce_api.http.dependencies import Services, ServicesDep
 from commerce_api.http.middleware import ErrorGuardMiddleware
@@ -40,7 +42,7 @@ from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
-from commerce_api.webhooks.routes import endpoints_router, events_router
+from commerce_api.webhooks.routes import endpoints_router
 
 TITLE = "Commerce API"
 logger = logging.getLogger("commerce_api")
@@ -92,7 +94,7 @@ async def _housekeeping(db: Database, settings: Settings, stop: asyncio.Event) -
             await orders_service.expire_pending_orders(db, settings.pending_order_ttl_seconds)
             await idempotency.prune(db)
             async with db.write() as conn:
-                await webhooks.prune_events(conn)
+                await events.prune_events(conn)
         except Exception:
             logger.exception("housekeeping failed; will retry")
         with contextlib.suppress(TimeoutError):

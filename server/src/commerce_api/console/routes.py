@@ -31,6 +31,7 @@ from commerce_api.console import repository, sessions
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError, describe_validation_error
 from commerce_api.core.timestamps import format_timestamp
+from commerce_api.events import service as event_service
 from commerce_api.http.context import context as request_context
 from commerce_api.http.dependencies import ServicesDep, get_services
 from commerce_api.http.routing import json_response
@@ -599,7 +600,7 @@ async def _order_page(
             row = await orders_repository.get_order(conn, order_id)
             assert row is not None  # get_order found it
             events = [
-                await webhooks.get_event(conn, session.principal, event.id)
+                await event_service.get_event(conn, session.principal, event.id)
                 for event in await repository.order_events(conn, row.account_id, order_id)
             ]
     except APIError as exc:
@@ -675,10 +676,12 @@ async def webhooks_page(request: Request, services: ServicesDep, session: Sessio
             endpoints = (
                 await webhooks.list_endpoints(conn, principal, limit=MAX_PAGE_SIZE, offset=0)
             )["data"]
-            newest = await webhooks.list_events(conn, principal, event_type=None, limit=1, offset=0)
+            newest = await event_service.list_events(
+                conn, principal, event_type=None, limit=1, offset=0
+            )
             offset = max(0, newest["pagination"]["total"] - PAGE_SIZE)
             events = (
-                await webhooks.list_events(
+                await event_service.list_events(
                     conn, principal, event_type=None, limit=PAGE_SIZE, offset=offset
                 )
             )["data"][::-1]
@@ -727,7 +730,7 @@ async def _event_page(
 ) -> Response:
     try:
         async with services.db.read() as conn:
-            event = await webhooks.get_event(conn, session.principal, event_id)
+            event = await event_service.get_event(conn, session.principal, event_id)
     except APIError as exc:
         return _page(request, "message.html", {"title": "Not found", "error": exc.message}, 404)
     return _page(request, "event.html", {"nav": "webhooks", "event": event, "error": error}, status)
@@ -746,7 +749,7 @@ async def redeliver_event(
 ) -> Response:
     try:
         async with services.db.write() as conn:
-            await webhooks.redeliver_event(conn, session.principal, event_id)
+            await event_service.redeliver_event(conn, session.principal, event_id)
     except APIError as exc:
         status = 404 if exc.status == 404 else 409
         return await _event_page(request, services, session, event_id, exc.message, status)

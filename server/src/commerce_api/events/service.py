@@ -1,17 +1,23 @@
-"""Recording events. Always called inside the transaction of the change being reported, so
-the change and its event commit together or not at all."""
+"""Events: recording them (always inside the transaction of the change being reported, so the
+change and its event commit together or not at all, with a delivery queued for each endpoint
+that wants it), and reading, redelivering and pruning them (``/v1/events``)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
+from commerce_api.accounts.service import Principal
+from commerce_api.core.errors import APIError, not_found
+from commerce_api.core.ids import looks_like, new_id
+from commerce_api.core.pagination import page
+from commerce_api.core.timestamps import format_timestamp, utcnow
+from commerce_api.events import repository as events_repository
 from commerce_api.storage.db import Executor, insert_rows
 from commerce_api.storage.tables import events, webhook_deliveries
 from commerce_api.webhooks import repository as webhooks
@@ -58,3 +64,105 @@ async def record_events(conn: Executor, type_: str, new_events: Sequence[NewEven
     ]
     await insert_rows(conn, webhook_deliveries, deliveries)
     return ids
+
+
+EVENT_RETENTION = timedelta(days=30)
+
+
+def render_event(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "type": row.type,
+        "created_at": format_timestamp(row.created_at),
+        "data": row.data,
+    }
+
+
+def _event_scope(principal: Principal) -> str | None:
+    return None if principal.is_admin else principal.account_id
+
+
+async def list_events(
+    conn: AsyncConnection,
+    principal: Principal,
+    *,
+    event_type: str | None,
+    limit: int,
+    offset: int,
+) -> dict[str, Any]:
+    scope = _event_scope(principal)
+    total = await events_repository.count_events(conn, scope, event_type)
+    rows = (
+        await events_repository.page_events(conn, scope, event_type, limit, offset)
+        if offset < total
+        else []
+    )
+    return page([render_event(row) for row in rows], total, limit, offset)
+
+
+async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:
+    row = await events_repository.get_event(conn, event_id) if looks_like("evt", event_id) else None
+    scope = _event_scope(principal)
+    if row is None or (scope is not None and row.account_id != scope):
+        raise not_found(f"No event with id `{event_id}`.", "id")
+    return row
+
+
+async def get_event(conn: AsyncConnection, principal: Principal, event_id: str) -> dict[str, Any]:
+    event = await _load_event(conn, principal, event_id)
+    return await _with_deliveries(conn, event)
+
+
+async def _with_deliveries(conn: AsyncConnection, event: Any) -> dict[str, Any]:
+    attempts_by_endpoint: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for attempt in await webhooks.attempts_of(conn, event.id):
+        attempts_by_endpoint[attempt.endpoint_id].append(
+            {
+                "attempted_at": format_timestamp(attempt.attempted_at),
+                "status_code": attempt.status_code,
+                "duration_ms": attempt.duration_ms,
+                "error": attempt.error,
+            }
+        )
+    deliveries = [
+        {
+            "endpoint_id": delivery.endpoint_id,
+            "status": delivery.status,
+            "next_attempt_at": (
+                None
+                if delivery.next_attempt_at is None
+                else format_timestamp(delivery.next_attempt_at)
+            ),
+            "attempts": attempts_by_endpoint[delivery.endpoint_id],
+        }
+        for delivery in await webhooks.deliveries_of(conn, event.id)
+    ]
+    return {**render_event(event), "deliveries": deliveries}
+
+
+async def redeliver_event(
+    conn: AsyncConnection, principal: Principal, event_id: str
+) -> dict[str, Any]:
+    """Send the event again, now, to every enabled endpoint of its account that wants it.
+
+    Refused (429) while an earlier redelivery of the event still waits for its first attempt:
+    a redelivery re-fans the event, so repeating it faster than the dispatcher sends would only
+    grow the outbox.
+    """
+    event = await _load_event(conn, principal, event_id)
+    if await webhooks.has_queued_redelivery(conn, event.id, utcnow()):
+        raise APIError(
+            429,
+            "rate_limited",
+            "A redelivery of this event is still queued; redeliver it again once that attempt "
+            "has been made (see the event's deliveries).",
+            "id",
+            {"Retry-After": "5"},
+        )
+    endpoint_ids = await webhooks.subscribed_endpoints(conn, event.account_id, event.type)
+    await webhooks.enqueue(conn, event.id, endpoint_ids, utcnow())
+    return await _with_deliveries(conn, event)
+
+
+async def prune_events(conn: AsyncConnection) -> int:
+    return await events_repository.delete_events_before(conn, utcnow() - EVENT_RETENTION)

@@ -124,38 +124,3 @@ class WebhookEndpointWithSecret(WebhookEndpoint):
 class WebhookEndpointList(ResponseModel):
     data: list[WebhookEndpoint]
     pagination: Pagination
-
-
-class Event(ResponseModel):
-    id: str
-    type: str
-    created_at: str
-    data: dict[str, object] = Field(description="The order, as it was after the change.")
-
-
-class DeliveryAttempt(ResponseModel):
-    attempted_at: str
-    status_code: int | None = Field(description="The receiver's status; null if none came.")
-    duration_ms: int | None = Field(
-        description="How long the attempt took; null if it was interrupted (its end is unknown)."
-    )
-    error: str | None = Field(
-        description="Why the attempt failed (timeout, refused, HTTP 500, or interrupted: the "
-        "dispatcher stopped before it finished)."
-    )
-
-
-class Delivery(ResponseModel):
-    endpoint_id: str
-    status: Literal["pending", "succeeded", "failed"]
-    next_attempt_at: str | None
-    attempts: list[DeliveryAttempt]
-
-
-class EventWithDeliveries(Event):
-    deliveries: list[Delivery]
-
-
-class EventList(ResponseModel):
-    data: list[Event]
-    pagination: Pagination

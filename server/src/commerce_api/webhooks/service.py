@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import timedelta
 from typing import Any, NewType
 
@@ -23,7 +22,6 @@ from commerce_api.webhooks.url_policy import UnsafeURL, resolve
 
 # After a rotation the old secret keeps signing (beside the new one) this long.
 ROTATION_OVERLAP = timedelta(hours=24)
-EVENT_RETENTION = timedelta(days=30)
 
 
 async def open_secret_box(settings: Settings, db: Database) -> SecretBox:
@@ -218,101 +216,3 @@ async def rotate_secret(
         },
     )
     return {**render_endpoint(await _get(conn, account_id, endpoint_id)), "secret": secret}
-
-
-# --- events ------------------------------------------------------------------------------------
-
-
-def render_event(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "type": row.type,
-        "created_at": format_timestamp(row.created_at),
-        "data": row.data,
-    }
-
-
-def _event_scope(principal: Principal) -> str | None:
-    return None if principal.is_admin else principal.account_id
-
-
-async def list_events(
-    conn: AsyncConnection,
-    principal: Principal,
-    *,
-    event_type: str | None,
-    limit: int,
-    offset: int,
-) -> dict[str, Any]:
-    scope = _event_scope(principal)
-    total = await repository.count_events(conn, scope, event_type)
-    rows = (
-        await repository.page_events(conn, scope, event_type, limit, offset)
-        if offset < total
-        else []
-    )
-    return page([render_event(row) for row in rows], total, limit, offset)
-
-
-async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:
-    row = await repository.get_event(conn, event_id) if looks_like("evt", event_id) else None
-    scope = _event_scope(principal)
-    if row is None or (scope is not None and row.account_id != scope):
-        raise not_found(f"No event with id `{event_id}`.", "id")
-    return row
-
-
-async def get_event(conn: AsyncConnection, principal: Principal, event_id: str) -> dict[str, Any]:
-    event = await _load_event(conn, principal, event_id)
-    return await _with_deliveries(conn, event)
-
-
-async def _with_deliveries(conn: AsyncConnection, event: Any) -> dict[str, Any]:
-    attempts_by_endpoint: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for attempt in await repository.attempts_of(conn, event.id):
-        attempts_by_endpoint[attempt.endpoint_id].append(
-            {
-                "attempted_at": format_timestamp(attempt.attempted_at),
-                "status_code": attempt.status_code,
-                "duration_ms": attempt.duration_ms,
-                "error": attempt.error,
-            }
-        )
-    deliveries = [
-        {
-            "endpoint_id": delivery.endpoint_id,
-            "status": delivery.status,
-            "next_attempt_at": _ts(delivery.next_attempt_at),
-            "attempts": attempts_by_endpoint[delivery.endpoint_id],
-        }
-        for delivery in await repository.deliveries_of(conn, event.id)
-    ]
-    return {**render_event(event), "deliveries": deliveries}
-
-
-async def redeliver_event(
-    conn: AsyncConnection, principal: Principal, event_id: str
-) -> dict[str, Any]:
-    """Send the event again, now, to every enabled endpoint of its account that wants it.
-
-    Refused (429) while an earlier redelivery of the event still waits for its first attempt:
-    a redelivery re-fans the event, so repeating it faster than the dispatcher sends would only
-    grow the outbox.
-    """
-    event = await _load_event(conn, principal, event_id)
-    if await repository.has_queued_redelivery(conn, event.id, utcnow()):
-        raise APIError(
-            429,
-            "rate_limited",
-            "A redelivery of this event is still queued; redeliver it again once that attempt "
-            "has been made (see the event's deliveries).",
-            "id",
-            {"Retry-After": "5"},
-        )
-    endpoint_ids = await repository.subscribed_endpoints(conn, event.account_id, event.type)
-    await repository.enqueue(conn, event.id, endpoint_ids, utcnow())
-    return await _with_deliveries(conn, event)
-
-
-async def prune_events(conn: AsyncConnection) -> int:
-    return await repository.delete_events_before(conn, utcnow() - EVENT_RETENTION)
