@@ -183,8 +183,8 @@ async def test_the_stored_record_holds_the_response_encrypted(
     assert row.response_status == 201
     # Encrypted at rest (a stored body may carry a webhook secret).
     assert first.content not in bytes(row.response_body)
-    box = app.state.services.secret_box
-    assert box.decrypt_bytes(bytes(row.response_body)) == first.content
+    secret_box = app.state.services.secret_box
+    assert secret_box.decrypt_bytes(bytes(row.response_body)) == first.content
     assert row.response_headers["location"] == first.headers["location"]
 
 

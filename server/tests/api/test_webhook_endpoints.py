@@ -109,8 +109,8 @@ async def endpoint_row(db: Database, endpoint_id: str) -> Any:
 
 
 def secret_box(app: FastAPI) -> SecretBox:
-    box: SecretBox = app.state.services.secret_box
-    return box
+    secret_box: SecretBox = app.state.services.secret_box
+    return secret_box
 
 
 def parse(timestamp: str) -> datetime:
@@ -615,10 +615,10 @@ async def test_rotating_issues_a_new_secret_and_keeps_the_old_one_for_24_hours(
     assert rotated["id"] == endpoint["id"]
     assert rotated["created_at"] == endpoint["created_at"]
     row = await endpoint_row(db, endpoint["id"])
-    box = secret_box(app)
-    assert box.decrypt(row.secret_encrypted) == rotated["secret"]
+    box_of_app = secret_box(app)
+    assert box_of_app.decrypt(row.secret_encrypted) == rotated["secret"]
     assert row.previous_secret_encrypted == before.secret_encrypted
-    assert box.decrypt(row.previous_secret_encrypted) == endpoint["secret"]
+    assert box_of_app.decrypt(row.previous_secret_encrypted) == endpoint["secret"]
     expected = parse(rotated["updated_at"]) + timedelta(hours=24)
     assert abs(row.previous_secret_expires_at - expected) < timedelta(seconds=5)
     assert abs(row.previous_secret_expires_at - datetime.now(UTC) - timedelta(hours=24)) < (

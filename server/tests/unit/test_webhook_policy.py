@@ -207,9 +207,9 @@ OTHER_KEY = "o" * 32
 
 def test_a_secret_box_round_trips() -> None:
     secret = new_secret()
-    box = SecretBox(KEY)
-    token = box.encrypt(secret)
-    assert box.decrypt(token) == secret
+    secret_box = SecretBox(KEY)
+    token = secret_box.encrypt(secret)
+    assert secret_box.decrypt(token) == secret
     assert SecretBox(KEY).decrypt(token) == secret  # the key, not the instance, decides
 
 
@@ -221,9 +221,9 @@ def test_the_ciphertext_does_not_contain_the_plaintext() -> None:
 
 
 def test_encrypting_twice_gives_different_ciphertexts() -> None:
-    box = SecretBox(KEY)
+    secret_box = SecretBox(KEY)
     secret = new_secret()
-    assert box.encrypt(secret) != box.encrypt(secret)
+    assert secret_box.encrypt(secret) != secret_box.encrypt(secret)
 
 
 def test_decrypting_with_another_key_raises_secret_key_missing() -> None:
@@ -251,13 +251,13 @@ def test_the_key_is_derived_with_hkdf_not_a_bare_hash() -> None:
 
 
 def test_tokens_from_before_hkdf_are_read_and_rewritten() -> None:
-    box = SecretBox(KEY)
+    secret_box = SecretBox(KEY)
     legacy = _legacy_token(KEY, "whsec_old")
-    assert box.decrypt(legacy) == "whsec_old"
-    assert not box.is_current(legacy)
-    rewritten = box.reencrypt(legacy)
-    assert box.is_current(rewritten)
-    assert box.decrypt(rewritten) == "whsec_old"
+    assert secret_box.decrypt(legacy) == "whsec_old"
+    assert not secret_box.is_current(legacy)
+    rewritten = secret_box.reencrypt(legacy)
+    assert secret_box.is_current(rewritten)
+    assert secret_box.decrypt(rewritten) == "whsec_old"
 
 
 def test_after_a_rotation_the_previous_key_still_decrypts_and_tokens_move_to_the_new() -> None:

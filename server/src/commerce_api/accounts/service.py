@@ -123,7 +123,7 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
-def screen_token(token: str, environment: Environment) -> str:
+def key_lookup_hash(token: str, environment: Environment) -> str:
     """The hash to look a key up by, or a 401 for a key that cannot be valid here."""
     issued_for = key_environment(token)
     if issued_for is None or len(token) > MAX_KEY_LENGTH:

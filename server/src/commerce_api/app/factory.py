@@ -140,14 +140,14 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         limiter = RateLimiter(settings, rate_limit_store(settings))
-        box = await webhooks.open_secret_box(settings, db)
+        secret_box = await webhooks.open_secret_box(settings, db)
         read_path = await ReadPath.open(db, settings.environment)
-        order_desk = OrderDesk(db, settings.currency, box)
+        order_desk = OrderDesk(db, settings.currency, secret_box)
         services = Services(
             settings=settings,
             db=db,
             rate_limiter=limiter,
-            secret_box=box,
+            secret_box=secret_box,
             read_path=read_path,
             orders=order_desk,
         )
@@ -161,7 +161,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             asyncio.create_task(_housekeeping(db, settings, stopping), name="housekeeping"),
             asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up"),
         ]
-        dispatcher = Dispatcher(settings, db, box) if settings.run_dispatcher else None
+        dispatcher = Dispatcher(settings, db, secret_box) if settings.run_dispatcher else None
         dispatching = None
         if dispatcher is not None:
             dispatching = asyncio.create_task(dispatcher.run(), name="webhook-dispatcher")

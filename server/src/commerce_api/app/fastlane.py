@@ -49,7 +49,7 @@ from commerce_api.http.dependencies import (
 from commerce_api.http.middleware import unexpected_failure
 from commerce_api.http.pipeline import Pipeline, authenticate
 from commerce_api.http.routing import served_first_as
-from commerce_api.orders.placement import OrderRequest, Outcome
+from commerce_api.orders.placement import OrderRequest, PlacementResult
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import check_units, line_positions
 
@@ -313,16 +313,16 @@ class FastLane:
             await self.pipeline.answer(scope, send, route.template, started, 429, b"")
             return None
         if key_text is not None:
-            print_ = idempotency.fingerprint("POST", route.template, "", body)
-            ctx.keyed = idempotency.KeyedRequest(principal.scope, key_text, print_)
+            fingerprint = idempotency.fingerprint("POST", route.template, "", body)
+            ctx.keyed = idempotency.KeyedRequest(principal.scope, key_text, fingerprint)
         failure_headers: list[tuple[bytes, bytes]] = []
         try:
             outcome = await self.services.orders.place(OrderRequest(principal, data, ctx.keyed))
         except APIError as exc:  # out of stock, an unknown product, a key conflict
-            outcome = Outcome.of_error(exc)
+            outcome = PlacementResult.of_error(exc)
         except Exception as exc:
             status, failure, failure_headers = unexpected_failure(exc, ctx.request_id)
-            outcome = Outcome(status, {}, failure)
+            outcome = PlacementResult(status, {}, failure)
         answer_headers = [
             (name.encode(), value.encode())
             for name, value in outcome.headers.items()

@@ -92,9 +92,9 @@ def fingerprint(method: str, path: str, query: str, body: bytes) -> str:
     return digest.hexdigest()
 
 
-async def claim(db: Database, box: SecretBox, keyed: KeyedRequest) -> Claim | Response:
+async def claim(db: Database, secret_box: SecretBox, keyed: KeyedRequest) -> Claim | Response:
     """Claim the key for this request, or answer from what is stored (see the module doc)."""
-    scope, key, print_ = keyed.scope, keyed.key, keyed.fingerprint
+    scope, key, fingerprint = keyed.scope, keyed.key, keyed.fingerprint
     now = utcnow()
     async with db.write() as conn:
         inserted = await conn.execute(
@@ -102,7 +102,7 @@ async def claim(db: Database, box: SecretBox, keyed: KeyedRequest) -> Claim | Re
             .values(
                 scope=scope,
                 key=key,
-                fingerprint=print_,
+                fingerprint=fingerprint,
                 state="in_flight",
                 locked_at=now,
                 created_at=now,
@@ -117,14 +117,14 @@ async def claim(db: Database, box: SecretBox, keyed: KeyedRequest) -> Claim | Re
             row = (
                 await conn.execute(select(keys).where(keys.c.scope == scope, keys.c.key == key))
             ).one()
-            found = verdict(row, print_, now)
+            found = verdict(row, fingerprint, now)
             if found == "replay":
                 break
-            if await _take_over(conn, row, print_, now, reset=found == "reset"):
+            if await _take_over(conn, row, fingerprint, now, reset=found == "reset"):
                 return Claim(scope, key, now)
         else:
             raise _in_flight()
-    return replay(row.response_status, row.response_headers, row.response_body, box)
+    return replay(row.response_status, row.response_headers, row.response_body, secret_box)
 
 
 class KeyConflict(APIError):
@@ -134,12 +134,12 @@ class KeyConflict(APIError):
 Verdict = Literal["replay", "take_over", "reset"]
 
 
-def verdict(row: Any, print_: str, now: datetime) -> Verdict:
+def verdict(row: Any, fingerprint: str, now: datetime) -> Verdict:
     """What to do with a request whose key is already in the table: replay the stored
     response, take over an abandoned claim, start afresh (the key expired), or — raised — 422
     for a different request under the same key, 409 while the first is still in flight."""
     expired = row.created_at < now - RETENTION
-    if not expired and row.fingerprint != print_:
+    if not expired and row.fingerprint != fingerprint:
         raise KeyConflict(
             422,
             "invalid_request",
@@ -156,9 +156,13 @@ def verdict(row: Any, print_: str, now: datetime) -> Verdict:
     return "replay"
 
 
-def replay(status: int, headers: dict[str, str] | None, body: bytes, box: SecretBox) -> Response:
+def replay(
+    status: int, headers: dict[str, str] | None, body: bytes, secret_box: SecretBox
+) -> Response:
     """The stored response, marked as a replay."""
-    return Response(box.decrypt_bytes(body), status_code=status, headers=replayed_headers(headers))
+    return Response(
+        secret_box.decrypt_bytes(body), status_code=status, headers=replayed_headers(headers)
+    )
 
 
 def replayed_headers(stored: dict[str, str] | None) -> dict[str, str]:
@@ -167,7 +171,7 @@ def replayed_headers(stored: dict[str, str] | None) -> dict[str, str]:
 
 
 async def _take_over(
-    conn: AsyncConnection, row: Any, print_: str, now: datetime, *, reset: bool
+    conn: AsyncConnection, row: Any, fingerprint: str, now: datetime, *, reset: bool
 ) -> bool:
     """Claim an expired key (a fresh start) or an abandoned claim; False if the row changed
     since ``row`` was read — another request took it over, or the request that held the claim
@@ -183,7 +187,7 @@ async def _take_over(
             keys.c.created_at == row.created_at,
         )
         .values(
-            fingerprint=print_,
+            fingerprint=fingerprint,
             state="in_flight",
             locked_at=now,
             created_at=now if reset else row.created_at,
@@ -205,12 +209,12 @@ def _in_flight() -> APIError:
     )
 
 
-def _stored_values(response: Response, box: SecretBox) -> dict[str, Any]:
-    return stored_values(response.status_code, response.headers, bytes(response.body), box)
+def _stored_values(response: Response, secret_box: SecretBox) -> dict[str, Any]:
+    return stored_values(response.status_code, response.headers, bytes(response.body), secret_box)
 
 
 def stored_values(
-    status: int, headers: Mapping[str, str], body: bytes, box: SecretBox
+    status: int, headers: Mapping[str, str], body: bytes, secret_box: SecretBox
 ) -> dict[str, Any]:
     """The columns of a finished key: the response, its body encrypted at rest (a stored body
     can carry a secret, such as a new webhook endpoint's ``whsec_…``)."""
@@ -218,7 +222,7 @@ def stored_values(
         "state": "done",
         "response_status": status,
         "response_headers": {name: headers[name] for name in _KEPT_HEADERS if name in headers},
-        "response_body": box.encrypt_bytes(body),
+        "response_body": secret_box.encrypt_bytes(body),
     }
 
 
@@ -239,11 +243,11 @@ async def record(conn: AsyncConnection, request: Request, response: Response) ->
     claim_ = context(request.scope).claim
     if claim_ is None:
         return
-    box = request.app.state.services.secret_box
+    secret_box = request.app.state.services.secret_box
     result = await conn.execute(
         update(keys)
         .where(_owned(claim_))
-        .values(**_stored_values(response, box))
+        .values(**_stored_values(response, secret_box))
         .returning(keys.c.key)
     )
     if result.first() is None:
@@ -252,10 +256,10 @@ async def record(conn: AsyncConnection, request: Request, response: Response) ->
 
 
 async def record_separately(
-    db: Database, box: SecretBox, claim_: Claim, response: Response
+    db: Database, secret_box: SecretBox, claim_: Claim, response: Response
 ) -> None:
     async with db.write() as conn:
-        values = _stored_values(response, box)
+        values = _stored_values(response, secret_box)
         await conn.execute(update(keys).where(_owned(claim_)).values(**values))
     claim_.recorded = True
 

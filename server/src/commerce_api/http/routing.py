@@ -113,9 +113,9 @@ async def _idempotently(
 ) -> Response:
     """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.http.idempotency``)."""
     services = get_services(request)
-    db, box = services.db, services.secret_box
+    db, secret_box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)
-    claim = await idempotency.claim(db, box, keyed)
+    claim = await idempotency.claim(db, secret_box, keyed)
     if isinstance(claim, Response):
         return claim
     context(request.scope).claim = claim
@@ -130,7 +130,7 @@ async def _idempotently(
     if _retry_later(response.status_code):
         await idempotency.release(db, claim)
     elif not claim.recorded:
-        await idempotency.record_separately(db, box, claim, response)
+        await idempotency.record_separately(db, secret_box, claim, response)
     return response
 
 
@@ -146,7 +146,7 @@ async def _self_managed(
     """Run a POST whose endpoint claims and records its key in its own write; a 4xx raised
     before it got there (a validation error) is stored here, as ``_idempotently`` would."""
     services = get_services(request)
-    db, box = services.db, services.secret_box
+    db, secret_box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)
     context(request.scope).keyed = keyed
     try:
@@ -157,20 +157,20 @@ async def _self_managed(
         rendered = await render_exception(request, exc)
         if rendered is None or _retry_later(rendered.status_code):
             raise
-    claim = await idempotency.claim(db, box, keyed)
+    claim = await idempotency.claim(db, secret_box, keyed)
     if isinstance(claim, Response):
         return claim
-    await idempotency.record_separately(db, box, claim, rendered)
+    await idempotency.record_separately(db, secret_box, claim, rendered)
     return rendered
 
 
 async def _keyed_request(request: Request, key: str) -> idempotency.KeyedRequest:
     """The caller's scope, the key, and what makes this request "the same" as another."""
     principal = await current_principal(request)
-    print_ = idempotency.fingerprint(
+    fingerprint = idempotency.fingerprint(
         request.method, request.url.path, request.url.query, await request.body()
     )
-    return idempotency.KeyedRequest(principal.scope, key, print_)
+    return idempotency.KeyedRequest(principal.scope, key, fingerprint)
 
 
 def _query_param_names(dependant: Dependant) -> list[str]:

@@ -84,7 +84,7 @@ class OrderRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class PlacementResult:
     """The response: a new order (201), the order's 4xx, or a replay of a stored one."""
 
     status: int
@@ -93,7 +93,7 @@ class Outcome:
     order: dict[str, Any] | None = field(default=None, compare=False)  # the 201's record
 
     @classmethod
-    def of_error(cls, error: APIError) -> Outcome:
+    def of_error(cls, error: APIError) -> PlacementResult:
         """The contract's error response (as ``errors.error_response`` renders it)."""
         headers = {name.lower(): value for name, value in error.headers.items()}
         body = error_body(error.code, error.message, error.details)
@@ -105,7 +105,7 @@ class Outcome:
 
 # What each request of a batch gets: an outcome, or an error to raise (an order's own 4xx
 # without a key, or a key that cannot be used now: neither is stored).
-Result = Outcome | APIError
+Result = PlacementResult | APIError
 
 
 @dataclass(slots=True)
@@ -145,7 +145,7 @@ async def place_batch(
     requests: Sequence[OrderRequest],
     *,
     currency: str,
-    box: SecretBox | None,
+    secret_box: SecretBox | None,
 ) -> list[Result]:
     """Place ``requests`` in the caller's write transaction (see the module doc); one result
     per request, in order. Requests must not share a key (``OrderDesk`` never batches two).
@@ -170,15 +170,17 @@ async def place_batch(
     read_stock = await _products(conn, product_ids, lock=locked_already)
     read_keys = await _keys(conn, existing, lock=locked_already)
     if locked_already:
-        plan = await _place(conn, requests, read_stock, read_keys, now, currency, box)
+        plan = await _place(conn, requests, read_stock, read_keys, now, currency, secret_box)
     else:
         await conn.exec_driver_sql("SAVEPOINT placement")
-        plan = await _place(conn, requests, read_stock, read_keys, now, currency, box)
+        plan = await _place(conn, requests, read_stock, read_keys, now, currency, secret_box)
         locked_stock = await _products(conn, product_ids, lock=True)
         locked_keys = await _keys(conn, existing, lock=True)
         if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
             await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
-            plan = await _place(conn, requests, locked_stock, locked_keys, now, currency, box)
+            plan = await _place(
+                conn, requests, locked_stock, locked_keys, now, currency, secret_box
+            )
         read_keys = locked_keys
         await conn.exec_driver_sql("RELEASE SAVEPOINT placement")
     await _store_keys(conn, plan.key_outcomes, claimed | read_keys.keys())
@@ -193,7 +195,7 @@ async def _place(
     found_keys: dict[tuple[str, str], Any],
     now: datetime,
     currency: str,
-    box: SecretBox | None,
+    secret_box: SecretBox | None,
 ) -> _Plan:
     """Decide every request against ``stock`` and ``found_keys``, and write the orders, their
     events and deliveries, and the keys' outcomes — everything but the stock change."""
@@ -214,10 +216,12 @@ async def _place(
             results[index] = exc
             continue
         if verdict == "replay":
-            assert box is not None, "a keyed request needs the box its response is stored with"
-            body = box.decrypt_bytes(row.response_body)
+            assert secret_box is not None, (
+                "a keyed request needs the secret box its response is stored with"
+            )
+            body = secret_box.decrypt_bytes(row.response_body)
             headers = idempotency.replayed_headers(row.response_headers)
-            results[index] = Outcome(row.response_status, headers, body)
+            results[index] = PlacementResult(row.response_status, headers, body)
         else:
             to_store[index] = row.created_at if verdict == "take_over" else now
 
@@ -228,7 +232,7 @@ async def _place(
         try:
             lines = _take(request, stock)
         except APIError as exc:
-            results[index] = exc if request.keyed is None else Outcome.of_error(exc)
+            results[index] = exc if request.keyed is None else PlacementResult.of_error(exc)
             continue
         account_id = request.principal.account_id
         assert account_id is not None  # line_positions refuses keys without an account
@@ -236,7 +240,7 @@ async def _place(
         rendered = render_order(SimpleNamespace(**order), [SimpleNamespace(**i) for i in items])
         placed.append((order, items, rendered))
         headers = {"content-type": JSON, "location": f"/v1/orders/{order['id']}"}
-        results[index] = Outcome(201, headers, orjson.dumps(rendered), rendered)
+        results[index] = PlacementResult(201, headers, orjson.dumps(rendered), rendered)
 
     if placed:
         rows = [item for _, items, _ in placed for item in items]
@@ -245,7 +249,7 @@ async def _place(
         NewEvent(order["account_id"], data, order["created_at"]) for order, _, data in placed
     ]
     await record_events(conn, CREATED, new_events)
-    outcomes = _key_outcomes(requests, results, to_store, now, box)
+    outcomes = _key_outcomes(requests, results, to_store, now, secret_box)
     return _Plan([result for result in results if result is not None], stock, outcomes)
 
 
@@ -355,17 +359,17 @@ def _key_outcomes(
     results: list[Result | None],
     to_store: dict[int, datetime],
     now: datetime,
-    box: SecretBox | None,
+    secret_box: SecretBox | None,
 ) -> list[dict[str, Any]]:
     """The key rows' values: each key's outcome (a 201 or the order's 4xx), written once the
     batch holds its products and keys (``_store_keys``)."""
     rows: list[dict[str, Any]] = []
     for index, created_at in to_store.items():
         result, keyed = results[index], requests[index].keyed
-        assert isinstance(result, Outcome)
+        assert isinstance(result, PlacementResult)
         assert keyed is not None
-        assert box is not None
-        values = idempotency.stored_values(result.status, result.headers, result.body, box)
+        assert secret_box is not None
+        values = idempotency.stored_values(result.status, result.headers, result.body, secret_box)
         values.update(fingerprint=keyed.fingerprint, locked_at=now, created_at=created_at)
         rows.append({"scope": keyed.scope, "key": keyed.key, **values})
     return rows
@@ -418,7 +422,7 @@ async def create_order(
     """Place one order without a key in the caller's transaction (the CLI and tests); its
     record, or the order's 4xx raised."""
     (result,) = await place_batch(
-        conn, [OrderRequest(principal, data)], currency=currency, box=None
+        conn, [OrderRequest(principal, data)], currency=currency, secret_box=None
     )
     if isinstance(result, APIError):
         raise result
@@ -429,17 +433,17 @@ async def create_order(
 class OrderDesk:
     """Where a process places its orders: a group commit of :func:`place_batch`."""
 
-    def __init__(self, db: Database, currency: str, box: SecretBox) -> None:
+    def __init__(self, db: Database, currency: str, secret_box: SecretBox) -> None:
         self._currency = currency
-        self._box = box
+        self._secret_box = secret_box
         self._batches: GroupCommit[OrderRequest, Result] = GroupCommit(
             db, self._place, exclusive=_key_of
         )
 
     async def _place(self, conn: Executor, batch: list[OrderRequest]) -> list[Result]:
-        return await place_batch(conn, batch, currency=self._currency, box=self._box)
+        return await place_batch(conn, batch, currency=self._currency, secret_box=self._secret_box)
 
-    async def place(self, request: OrderRequest) -> Outcome:
+    async def place(self, request: OrderRequest) -> PlacementResult:
         """The order's outcome once it is durable; raises the errors that are not stored."""
         result = await self._batches.submit(request)
         if isinstance(result, APIError):

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import orjson
 from sqlalchemy.engine import make_url
 
-from commerce_api.accounts.service import Principal, principal_from_row, screen_token
+from commerce_api.accounts.service import Principal, key_lookup_hash, principal_from_row
 from commerce_api.catalog.service import product_detail
 from commerce_api.core.ids import looks_like
 from commerce_api.readpath.catalog_cache import CatalogCache
@@ -109,7 +109,7 @@ class ReadPath:
 
     async def authenticate(self, token: str, request: PerRequest) -> Principal:
         """The key's principal (401 otherwise), from the cache when it is current."""
-        computed = screen_token(token, self.environment)
+        computed = key_lookup_hash(token, self.environment)
         versions = await self.versions(request)
         version = None if versions is None else versions.auth
         principal = self.keys.get(computed, version)

@@ -25,9 +25,9 @@ ROTATION_OVERLAP = timedelta(hours=24)
 
 
 async def open_secret_box(settings: Settings, db: Database) -> SecretBox:
-    """The box of this process's secret key, with every stored endpoint secret re-encrypted
+    """The secret box of this process's secret key, with every stored endpoint secret re-encrypted
     under it first (after a key rotation, or from before HKDF): see ``crypto``'s docstring."""
-    box = await load_secret_box(settings, db)
+    secret_box = await load_secret_box(settings, db)
     async with db.read() as conn:
         rows = await repository.stored_secrets(conn)
     stale = [
@@ -37,15 +37,15 @@ async def open_secret_box(settings: Settings, db: Database) -> SecretBox:
             ("secret_encrypted", row.secret_encrypted),
             ("previous_secret_encrypted", row.previous_secret_encrypted),
         )
-        if token is not None and not box.is_current(token)
+        if token is not None and not secret_box.is_current(token)
     ]
     if stale:
         async with db.write() as conn:
             for endpoint_id, column, token in stale:
                 await repository.replace_secret(
-                    conn, endpoint_id, column, token, box.reencrypt(token)
+                    conn, endpoint_id, column, token, secret_box.reencrypt(token)
                 )
-    return box
+    return secret_box
 
 
 def _ts(value: Any) -> str | None:
@@ -106,7 +106,7 @@ async def create_endpoint(
     data: WebhookEndpointCreate,
     url: CheckedURL,
     settings: Settings,
-    box: SecretBox,
+    secret_box: SecretBox,
 ) -> dict[str, Any]:
     """Register an endpoint at ``url`` (``data.url``, checked by :func:`check_receiver_url`).
 
@@ -134,7 +134,7 @@ async def create_endpoint(
             "description": data.description,
             "event_types": sorted(set(data.events)),
             "enabled": True,
-            "secret_encrypted": box.encrypt(secret),
+            "secret_encrypted": secret_box.encrypt(secret),
             "created_at": now,
             "updated_at": now,
         },
@@ -197,7 +197,7 @@ async def delete_endpoint(conn: AsyncConnection, principal: Principal, endpoint_
 
 
 async def rotate_secret(
-    conn: AsyncConnection, principal: Principal, endpoint_id: str, box: SecretBox
+    conn: AsyncConnection, principal: Principal, endpoint_id: str, secret_box: SecretBox
 ) -> dict[str, Any]:
     """A new signing secret; the old one keeps signing beside it for 24 hours."""
     account_id = _account(principal)
@@ -209,7 +209,7 @@ async def rotate_secret(
         account_id,
         endpoint_id,
         {
-            "secret_encrypted": box.encrypt(secret),
+            "secret_encrypted": secret_box.encrypt(secret),
             "previous_secret_encrypted": row.secret_encrypted,
             "previous_secret_expires_at": now + ROTATION_OVERLAP,
             "updated_at": now,
