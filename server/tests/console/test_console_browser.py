@@ -1,7 +1,7 @@
 """The console in a real headless Chromium, offline, against a real server and receiver.
 
 Drives Debian's ``chromium`` over the Chrome DevTools Protocol with the helpers of
-``tests/e2e/test_docs_browser.py`` (same flags, same rule: skip without Chromium locally, fail
+``tests/http/test_docs_browser.py`` (same flags, same rule: skip without Chromium locally, fail
 in CI; no browser is downloaded). Like an operator would: sign in with an admin key, create a
 product, fulfil an order placed through the API (accepting the confirmation), see the
 ``order.fulfilled`` delivery's attempt, redeliver it, revoke a key and see its next API call
@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.server_process import COMMERCE_API, running_server
-from tests.e2e.test_docs_browser import (
+from tests.helpers import bearer
+from tests.http.test_docs_browser import (
     STEP_SECONDS,
     CDPError,
     Page,
@@ -32,7 +32,7 @@ from tests.e2e.test_docs_browser import (
     chromium_or_skip,
     chromium_page,
 )
-from tests.helpers import bearer
+from tests.server_process import COMMERCE_API, running_server
 from tests.webhook_receiver import running_receiver
 
 pytestmark = pytest.mark.slow

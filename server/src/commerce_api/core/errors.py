@@ -2,7 +2,7 @@
 
 Statuses and codes follow docs/design.md's table. Handlers here translate FastAPI's and Starlette's
 own exceptions, so no framework default error body ever reaches a client; the outermost
-middleware (``middleware.py``) renders anything that escapes as a 500.
+middleware (``http/middleware.py``) renders anything that escapes as a 500.
 """
 
 from __future__ import annotations

@@ -1,0 +1,151 @@
+"""``commerce-api orders fulfill ORDER_ID``, run as a real process against both backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from commerce_api.accounts import service as accounts
+from commerce_api.accounts.service import Principal
+from commerce_api.core.ids import new_id
+from commerce_api.core.timestamps import utcnow
+from commerce_api.orders import placement
+from commerce_api.orders import service as orders_service
+from commerce_api.orders.schemas import OrderCreate
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events, orders, products
+from tests.cli.test_cli import Cli, query
+
+
+@pytest.fixture(scope="session")
+def orders_pycache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cli-orders-pycache")
+
+
+@pytest.fixture
+def cli(database_url: str, tmp_path: Path, orders_pycache: Path) -> Cli:
+    """The CLI on a clean, migrated database of each backend."""
+    return Cli(database_url, tmp_path, orders_pycache)
+
+
+async def place_order(database_url: str, *, quantity: int = 2) -> tuple[str, str, str]:
+    """A pending order placed through the service; (order id, account id, product id)."""
+    db = Database(database_url)
+    try:
+        async with db.write() as conn:
+            account_id = await accounts.create_account(conn, "CLI shop")
+            key = await accounts.create_key(conn, "sandbox", account_id=account_id)
+            product_id = new_id("prod")
+            now = utcnow()
+            await conn.execute(
+                products.insert().values(
+                    id=product_id,
+                    name="Mug",
+                    description="",
+                    price_minor=1999,
+                    category="kitchen",
+                    inventory_count=10,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            body = OrderCreate.model_validate_json(
+                '{"customer_id": "cus_cli", '
+                f'"items": [{{"product_id": "{product_id}", "quantity": {quantity}}}], '
+                '"shipping_address": {"street": "1 Main Street", "city": "Springfield", '
+                '"postal_code": "12345", "country": "US"}}'
+            )
+            principal = Principal(key.id, account_id, "client", "development")
+            order = await placement.create_order(conn, principal, body, "USD")
+    finally:
+        await db.dispose()
+    return str(order["id"]), account_id, product_id
+
+
+async def order_row(database_url: str, order_id: str) -> Any:
+    [row] = await query(database_url, select(orders).where(orders.c.id == order_id))
+    return row
+
+
+async def event_types(database_url: str, order_id: str) -> list[str]:
+    rows = await query(database_url, select(events).order_by(events.c.created_at, events.c.id))
+    return [row.type for row in rows if row.data["id"] == order_id]
+
+
+async def cancel(database_url: str, order_id: str) -> None:
+    db = Database(database_url)
+    try:
+        async with db.write() as conn:
+            operator = Principal(new_id("key"), None, "admin", "production")
+            await orders_service.cancel_order(conn, operator, order_id)
+    finally:
+        await db.dispose()
+
+
+async def test_fulfill_marks_the_order_fulfilled_prints_its_id_and_records_the_event(
+    cli: Cli,
+) -> None:
+    order_id, account_id, product_id = await place_order(cli.database_url, quantity=3)
+    result = (await cli.run("orders", "fulfill", order_id)).ok()
+    assert result.last_line == order_id
+
+    row = await order_row(cli.database_url, order_id)
+    assert row.status == "fulfilled"
+    assert row.fulfilled_at is not None
+    assert row.updated_at == row.fulfilled_at
+    assert row.canceled_at is None
+
+    rows = await query(
+        cli.database_url,
+        select(events).where(events.c.type == "order.fulfilled"),
+    )
+    [event] = [row for row in rows if row.data["id"] == order_id]
+    assert event.id.startswith("evt_")
+    assert event.account_id == account_id
+    assert event.data["status"] == "fulfilled"
+    assert event.data["fulfilled_at"] is not None
+    assert event.data["items"] == [
+        {"product_id": product_id, "name": "Mug", "quantity": 3, "unit_price": 19.99}
+    ]
+    assert event.data["total"] == 59.97
+    assert await event_types(cli.database_url, order_id) == ["order.created", "order.fulfilled"]
+
+    [(stock,)] = await query(
+        cli.database_url, select(products.c.inventory_count).where(products.c.id == product_id)
+    )
+    assert stock == 7  # fulfilment keeps the reserved units out of stock
+
+
+@pytest.mark.parametrize("order_id", ["ord_doesnotexist", "not-an-order"])
+async def test_fulfilling_an_unknown_order_fails_naming_it(cli: Cli, order_id: str) -> None:
+    result = await cli.run("orders", "fulfill", order_id)
+    assert result.returncode != 0
+    assert order_id in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+async def test_fulfilling_twice_fails_the_second_time_and_writes_one_event(cli: Cli) -> None:
+    order_id, _, _ = await place_order(cli.database_url)
+    (await cli.run("orders", "fulfill", order_id)).ok()
+    first = await order_row(cli.database_url, order_id)
+
+    again = await cli.run("orders", "fulfill", order_id)
+    assert again.returncode != 0
+    assert "fulfilled" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert order_id not in again.stdout.splitlines()
+    assert await order_row(cli.database_url, order_id) == first
+    assert await event_types(cli.database_url, order_id) == ["order.created", "order.fulfilled"]
+
+
+async def test_a_canceled_order_cannot_be_fulfilled(cli: Cli) -> None:
+    order_id, _, _ = await place_order(cli.database_url)
+    await cancel(cli.database_url, order_id)
+    result = await cli.run("orders", "fulfill", order_id)
+    assert result.returncode != 0
+    assert "canceled" in result.stderr
+    assert (await order_row(cli.database_url, order_id)).status == "canceled"
+    assert await event_types(cli.database_url, order_id) == ["order.created", "order.canceled"]

@@ -1,0 +1,116 @@
+"""The read path's reader runs the catalogue's own statements, compiled for each driver, and
+its rows are the engine's rows: same columns, same order, same values (on both backends)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from commerce_api.catalog import repository
+from commerce_api.catalog.service import list_item, product_detail
+from commerce_api.core.ids import new_id
+from commerce_api.readpath import reader
+from commerce_api.readpath.service import ReadPath
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import UTCDateTime
+from tests.catalog.test_catalog_repository import T0, insert_rows, product_row
+
+DETAIL_NAMES = tuple(column.name for column in repository.DETAIL_COLUMNS)
+LIST_NAMES = tuple(column.name for column in repository.LIST_COLUMNS)
+
+
+def selected(names: tuple[str, ...]) -> str:
+    return "SELECT " + ", ".join(f"products.{name}" for name in names) + " \nFROM products \n"
+
+
+def test_the_hot_path_sql_is_the_catalogue_statements_compiled() -> None:
+    assert reader.PRODUCT_SQLITE == (
+        "SELECT products.id, products.name, products.description, products.price_minor, "
+        "products.category, products.created_at, products.inventory_count, products.updated_at "
+        "\nFROM products \nWHERE products.id = ? AND products.archived_at IS NULL"
+    )
+    batch, snapshot = reader.PRODUCTS_POSTGRESQL, reader.LIST_ROWS_SQLITE
+    assert batch == (
+        selected(DETAIL_NAMES)
+        + "WHERE products.id = ANY ($1::TEXT[]) AND products.archived_at IS NULL"
+    )
+    assert snapshot == (
+        selected(LIST_NAMES)
+        + "WHERE products.archived_at IS NULL ORDER BY products.created_at, products.id"
+    )
+
+
+def test_the_sqlite_list_row_has_the_declared_list_columns() -> None:
+    # list_rows_sqlite builds ListRow positionally and converts the one timestamp, row[5].
+    assert reader.ListRow._fields == LIST_NAMES
+    timestamps = [
+        index
+        for index, column in enumerate(repository.LIST_COLUMNS)
+        if isinstance(column.type, UTCDateTime)
+    ]
+    assert timestamps == [5]
+
+
+async def read_back(db: Database, product_id: str) -> tuple[dict[str, Any] | None, Any]:
+    """The reader's record (as a dict) and the engine's row for one product."""
+    read_path = await ReadPath.open(db, "sandbox")
+    try:
+        record = await read_path.reader.product(product_id)
+    finally:
+        await read_path.close()
+    async with db.read() as conn:
+        row = await repository.get_active(conn, product_id)
+    return (None if record is None else vars(record)), row
+
+
+async def test_the_reader_reads_what_the_engine_reads(db: Database) -> None:
+    row = product_row(name="Lamp", price_minor=4250, inventory_count=7)
+    row["created_at"] = T0 + timedelta(microseconds=123_456)
+    row["updated_at"] = T0 + timedelta(hours=1, microseconds=7)
+    await insert_rows(db, [row])
+    record, engine_row = await read_back(db, row["id"])
+    assert record is not None
+    assert engine_row is not None
+    assert tuple(record) == DETAIL_NAMES
+    assert record == dict(engine_row._mapping)
+    assert record["created_at"].tzinfo is not None
+    assert product_detail(engine_row) == {
+        "id": row["id"],
+        "name": "Lamp",
+        "description": "About Lamp",
+        "price": 42.5,
+        "category": "tools",
+        "created_at": "2026-11-21T08:00:00.123Z",
+        "inventory_count": 7,
+        "updated_at": "2026-11-21T09:00:00.000Z",
+    }
+
+
+async def test_the_reader_skips_archived_and_unknown_products(db: Database) -> None:
+    archived = product_row(archived_at=T0)
+    await insert_rows(db, [archived])
+    for product_id in (archived["id"], new_id("prod")):
+        assert await read_back(db, product_id) == (None, None)
+
+
+async def test_the_sqlite_snapshot_rows_are_the_engines_list_rows(
+    sqlite_database_url: str,
+) -> None:
+    """On PostgreSQL the snapshot reads through the engine (``stream_active``) itself."""
+    db = Database(sqlite_database_url)
+    rows = [product_row(created_at=T0 + timedelta(microseconds=i * 1001)) for i in range(5)]
+    rows.append(product_row(archived_at=T0))
+    try:
+        await insert_rows(db, rows)
+        async with db.read() as conn:
+            partitions = [partition async for partition in repository.stream_active(conn)]
+    finally:
+        await db.dispose()
+    expected = [row for partition in partitions for row in partition]
+    assert len(expected) == 5
+    assert db.sqlite_path is not None
+    found = [
+        row async for partition in reader.list_rows_sqlite(db.sqlite_path, 2) for row in partition
+    ]
+    assert found == [tuple(row) for row in expected]
+    assert [list_item(row) for row in found] == [list_item(row) for row in expected]
