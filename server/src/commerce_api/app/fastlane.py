@@ -13,8 +13,10 @@ Only the plain, valid form of a request is answered here; anything else — an u
 malformed parameter, a missing or bad key, an invalid body, an error raised by the endpoint,
 a failure of any kind before the answer is decided — goes on to the full stack before anything
 is sent or counted (with the body it read handed back), and the routes own every error
-message. The one error answered here is the outcome of an order the order desk already ran
-(out of stock, a key conflict, a crash): running it again would not do.
+message. A route marked ``places_orders`` is the exception: once its body is valid and the
+request counted, whatever its endpoint returns or raises is answered here (rendered by the
+same functions as the routes' handlers), because the order desk has run: running the request
+again would not do.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api.accounts.service import Principal
-from commerce_api.core.errors import MAX_BODY_BYTES, APIError
+from commerce_api.core.errors import MAX_BODY_BYTES, APIError, error_response
 from commerce_api.http import idempotency
 from commerce_api.http.context import RequestContext, context
 from commerce_api.http.dependencies import (
@@ -48,10 +50,7 @@ from commerce_api.http.dependencies import (
 )
 from commerce_api.http.middleware import unexpected_failure
 from commerce_api.http.pipeline import Pipeline, authenticate
-from commerce_api.http.routing import served_first_as
-from commerce_api.orders.placement import OrderRequest, PlacementResult
-from commerce_api.orders.schemas import OrderCreate
-from commerce_api.orders.service import check_units, line_positions
+from commerce_api.http.routing import keyed_request, run_self_managed, served_first_as
 
 logger = logging.getLogger("commerce_api.readpath")
 
@@ -209,8 +208,25 @@ class FastLane:
         path_params: dict[str, str],
         body: BaseModel | None,
     ) -> Response:
-        """Call the route's endpoint with what its declaration asks for; ``_Unserved`` when the
+        """Call a read's endpoint with what its declaration asks for; ``_Unserved`` when the
         request is not one the fast lane answers (the endpoint's own errors included)."""
+        try:
+            return await route.endpoint(
+                **await self._arguments(route, scope, receive, path_params, body)
+            )
+        except APIError:
+            raise _Unserved from None
+
+    async def _arguments(
+        self,
+        route: _Route,
+        scope: Scope,
+        receive: Receive,
+        path_params: dict[str, str],
+        body: BaseModel | None,
+    ) -> dict[str, Any]:
+        """The endpoint's arguments, as FastAPI would give them for the plain valid form of the
+        request; ``_Unserved`` for any other form."""
         parsed = route.query(scope.get("query_string", b""))
         if parsed is None:
             raise _Unserved
@@ -237,10 +253,7 @@ class FastLane:
             arguments[route.request_name] = Request(scope, receive)
         if route.body_name is not None:
             arguments[route.body_name] = body
-        try:
-            return await route.endpoint(**arguments)
-        except APIError:
-            raise _Unserved from None
+        return arguments
 
     async def _caller(self, ctx: RequestContext, headers: dict[bytes, bytes]) -> Principal:
         """The caller, by the request's key; ``_Unserved`` without a valid one."""
@@ -268,12 +281,12 @@ class FastLane:
     async def _place_order(
         self, route: _Route, scope: Scope, receive: Receive, send: Send, started: float
     ) -> Receive | None:
-        """``POST /v1/orders``: validated with the route's body model, then placed in the next
-        batch of the order desk; its outcome is answered here whatever it is."""
+        """``POST /v1/orders``: the body validated with the route's model, the request counted,
+        then the route's endpoint called (under its ``Idempotency-Key`` as the routes run it);
+        what it returns or raises is answered here."""
         headers = _headers(scope)
         if (
             headers is None
-            or route.query(scope.get("query_string", b"")) is None
             or headers.get(b"content-type") != b"application/json"
             or b"transfer-encoding" in headers
         ):
@@ -288,49 +301,41 @@ class FastLane:
             key_text is not None and not idempotency.KEY_PATTERN.fullmatch(key_text)
         ):
             return receive
-        ctx = context(scope)
-        try:
-            principal = await self._caller(ctx, headers)
-        except _Unserved:
-            return receive
-        except Exception:
-            logger.exception("the fast lane failed; the request takes the routes")
-            return receive
         body, messages = await _read_body(receive, size)
         if body is None:
             return _replaying(messages, receive)
+        replayed = _replaying(messages, receive)
+        ctx = context(scope)
         try:
             assert route.body is not None
             data = route.body.model_validate(orjson.loads(body))
-            assert isinstance(data, OrderCreate)
-            line_positions(principal, data)
-            check_units(data, self.services.settings)
-        except Exception:  # the routes answer it, with the same model's error
-            return _replaying(messages, receive)
+            arguments = await self._arguments(route, scope, replayed, {}, data)
+        except Exception:  # the routes answer it (a bad key, the model's own error, …)
+            return replayed
 
         # From here on the request is answered here: counted, then placed (or refused).
         if not await self.pipeline.admit(scope, ctx):
             await self.pipeline.answer(scope, send, route.template, started, 429, b"")
             return None
-        if key_text is not None:
-            fingerprint = idempotency.fingerprint("POST", route.template, "", body)
-            ctx.keyed = idempotency.KeyedRequest(principal.scope, key_text, fingerprint)
-        failure_headers: list[tuple[bytes, bytes]] = []
+        request = Request(scope, replayed)
         try:
-            outcome = await self.services.orders.place(OrderRequest(principal, data, ctx.keyed))
+            if key_text is None:
+                response = await route.endpoint(**arguments)
+            else:
+                principal = await self._caller(ctx, headers)
+                keyed = keyed_request(principal, key_text, "POST", route.template, "", body)
+                response = await run_self_managed(
+                    self.services, request, keyed, lambda: route.endpoint(**arguments)
+                )
         except APIError as exc:  # out of stock, an unknown product, a key conflict
-            outcome = PlacementResult.of_error(exc)
+            response = error_response(exc)
         except Exception as exc:
             status, failure, failure_headers = unexpected_failure(exc, ctx.request_id)
-            outcome = PlacementResult(status, {}, failure)
-        answer_headers = [
-            (name.encode(), value.encode())
-            for name, value in outcome.headers.items()
-            if name != "content-type"  # the pipeline sends it
-        ] + failure_headers
-        await self.pipeline.answer(
-            scope, send, route.template, started, outcome.status, outcome.body, answer_headers
-        )
+            await self.pipeline.answer(
+                scope, send, route.template, started, status, failure, failure_headers
+            )
+            return None
+        await self._answer(route, scope, send, started, response)
         return None
 
 

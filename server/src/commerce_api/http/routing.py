@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -12,10 +12,16 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import invalid_request, render_exception
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
-from commerce_api.http.dependencies import admin_principal, current_principal, get_services
+from commerce_api.http.dependencies import (
+    Services,
+    admin_principal,
+    current_principal,
+    get_services,
+)
 from commerce_api.http.schemas import ErrorResponse
 
 JSON = "application/json"
@@ -55,8 +61,10 @@ def served_first(endpoint: EndpointT) -> EndpointT:
 
 
 def places_orders(endpoint: EndpointT) -> EndpointT:
-    """Mark the route whose body the fast lane validates with the route's model and hands to
-    the order desk itself (``POST /v1/orders``)."""
+    """Mark a POST the fast lane answers whatever its endpoint returns or raises
+    (``POST /v1/orders``): it validates the body with the route's model, counts the request,
+    then calls the endpoint (under its ``Idempotency-Key``, as the routes do) — once the order
+    desk has run, running the request again on the routes would not do."""
     setattr(endpoint, _SERVED_FIRST, "orders")
     return endpoint
 
@@ -143,33 +151,47 @@ def _retry_later(status: int) -> bool:
 async def _self_managed(
     handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
 ) -> Response:
-    """Run a POST whose endpoint claims and records its key in its own write; a 4xx raised
-    before it got there (a validation error) is stored here, as ``_idempotently`` would."""
-    services = get_services(request)
-    db, secret_box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)
+    return await run_self_managed(get_services(request), request, keyed, lambda: handler(request))
+
+
+async def run_self_managed(
+    services: Services,
+    request: Request,
+    keyed: idempotency.KeyedRequest,
+    run: Callable[[], Awaitable[Response]],
+) -> Response:
+    """Run a POST whose endpoint claims and records its key in its own write (``run``, for the
+    routes and the fast lane alike); a 4xx raised before it got there (a validation error) is
+    stored here, as ``_idempotently`` would."""
     context(request.scope).keyed = keyed
     try:
-        return await handler(request)
+        return await run()
     except idempotency.KeyConflict:
         raise
     except Exception as exc:
         rendered = await render_exception(request, exc)
         if rendered is None or _retry_later(rendered.status_code):
             raise
-    claim = await idempotency.claim(db, secret_box, keyed)
+    claim = await idempotency.claim(services.db, services.secret_box, keyed)
     if isinstance(claim, Response):
         return claim
-    await idempotency.record_separately(db, secret_box, claim, rendered)
+    await idempotency.record_separately(services.db, services.secret_box, claim, rendered)
     return rendered
 
 
 async def _keyed_request(request: Request, key: str) -> idempotency.KeyedRequest:
-    """The caller's scope, the key, and what makes this request "the same" as another."""
     principal = await current_principal(request)
-    fingerprint = idempotency.fingerprint(
-        request.method, request.url.path, request.url.query, await request.body()
+    return keyed_request(
+        principal, key, request.method, request.url.path, request.url.query, await request.body()
     )
+
+
+def keyed_request(
+    principal: Principal, key: str, method: str, path: str, query: str, body: bytes
+) -> idempotency.KeyedRequest:
+    """The caller's scope, the key, and what makes this request "the same" as another."""
+    fingerprint = idempotency.fingerprint(method, path, query, body)
     return idempotency.KeyedRequest(principal.scope, key, fingerprint)
 
 
