@@ -9,6 +9,8 @@ and the order desk's types, whose route modules import ``http``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grimp
 import pytest
 
@@ -62,3 +64,14 @@ def test_imports_point_down_the_layers(graph: grimp.ImportGraph) -> None:
 def test_there_are_at_most_six_loose_modules(graph: grimp.ImportGraph) -> None:
     loose = [m for m in graph.find_children("commerce_api") if not graph.find_children(m)]
     assert len(loose) <= 6, loose
+
+
+def test_every_package_has_its_tests_in_a_folder_of_the_same_name(
+    graph: grimp.ImportGraph,
+) -> None:
+    tests = Path(__file__).resolve().parents[1]
+    packages = {
+        m.split(".")[1] for m in graph.find_children("commerce_api") if graph.find_children(m)
+    }
+    missing = sorted(p for p in packages if not any((tests / p).glob("test_*.py")))
+    assert missing == []
