@@ -9,6 +9,6 @@
   accounts, a name search of the catalogue, an order's events).
 - ``templates/`` (Jinja2) and ``static/`` (a hand-written stylesheet and script), package data.
 
-It may import the domain packages' services and repositories, ``dependencies``, ``errors``,
-``tables`` and ``observability.metrics``; nothing imports it but ``app``.
+It may import the domain packages' services and repositories, ``http``, ``core``, ``storage``
+and ``observability.metrics``; nothing imports it but ``app``.
 """

@@ -1,6 +1,6 @@
 """One request pipeline: what every request goes through, whichever path answers it.
 
-A request is answered by the fast lane (``fastlane.py``, before any framework code) or by the
+A request is answered by the fast lane (``app/fastlane.py``, before any framework code) or by the
 routes, behind :class:`PipelineMiddleware`. Both finish it here, with one implementation of
 each concern:
 

@@ -52,7 +52,7 @@ _SERVED_FIRST = "__commerce_served_first__"
 
 
 def served_first(endpoint: EndpointT) -> EndpointT:
-    """Mark a route the fast lane (``fastlane.py``) answers before the framework runs: it
+    """Mark a route the fast lane (``app/fastlane.py``) answers before the framework runs: it
     calls the endpoint itself, with what the route declares (apply it below ``@router.get``).
     Its dependencies must be among those the fast lane provides: the services, the caller, the
     request's context."""

@@ -1,1 +1,4 @@
-"""Orders: placing them with atomic stock reservation, reading, cancelling, fulfilling."""
+"""Orders: placing them with atomic stock reservation, reading, cancelling, fulfilling.
+
+May import: ``core``, ``settings``, ``storage``, ``accounts``, ``http`` and ``events``.
+"""

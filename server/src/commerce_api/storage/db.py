@@ -56,7 +56,7 @@ class Executor(Protocol):
     def info(self) -> dict[Any, Any]: ...
 
 
-# Where a write transaction records what it changed (``readpath.changes.touch``) for the
+# Where a write transaction records what it changed (``freshness.touch``) for the
 # process's own caches, told at its commit (``Database.on_commit``). The key lives in the
 # DBAPI connection's ``info``, which outlives the checkout: ``write`` clears it either way.
 CHANGED = "commerce_changed"
@@ -271,7 +271,7 @@ class Database:
 
     def on_commit(self, callback: Callable[[set[str]], None]) -> Callable[[], None]:
         """Call ``callback`` with what a committed PostgreSQL write transaction of this process
-        changed (``readpath.changes.touch``), through any ``Database`` of the same URL (the CLI
+        changed (``freshness.touch``), through any ``Database`` of the same URL (the CLI
         and the app may each have one): read-your-writes for the process's caches, which learn
         of other processes' commits from PostgreSQL's notifications. Returns the undo."""
         listeners = _COMMIT_LISTENERS.setdefault(self._url_key, [])

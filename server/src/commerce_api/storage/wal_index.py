@@ -1,7 +1,7 @@
 """A read-only view of SQLite's WAL-index header (the ``-shm`` file), one per file per process.
 
 The header changes with every commit of any connection of any process (see
-``readpath/changes.py``), so mapping it gives a change signal without a system call.
+``storage/freshness.py``), so mapping it gives a change signal without a system call.
 
 Why the descriptor is shared and kept open: POSIX record locks belong to the process and the
 file, not to the descriptor. Closing *any* descriptor of the ``-shm`` file drops every lock

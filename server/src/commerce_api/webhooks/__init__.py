@@ -1,1 +1,4 @@
-"""Webhooks: endpoint registration, signed deliveries from the outbox, retries, replay."""
+"""Webhooks: endpoint registration, signed deliveries from the outbox, retries, replay.
+
+May import: ``core``, ``settings``, ``storage``, ``observability``, ``accounts`` and ``http``.
+"""
