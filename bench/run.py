@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -107,6 +108,9 @@ class Run:
     p99_ms: float
     non_2xx: int
     rss_mb: float = 0.0
+    # The server's CPU time per request (µs): its own process and children, over the run.
+    # Unlike req/s, it barely moves when other work shares the machine.
+    cpu_us: float = 0.0
 
 
 @dataclass
@@ -135,6 +139,20 @@ def pinned(cpu: int, command: list[str]) -> list[str]:
     if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
         return ["taskset", "-c", str(cpu), *command]
     return command
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its children (uvicorn may fork)."""
+    total = 0.0
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        pids += [int(p) for p in children.read_text().split()]
+    for each in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def rss_mb(pid: int) -> float:
@@ -239,8 +257,11 @@ def measure(
     server's memory; ``placement``: wrk's ``threads`` and ``cpu``."""
     wrk(url, headers, 2, args.connections, lua, **placement)
     for _ in range(args.rounds):
+        started = cpu_seconds(pid)
         result = wrk(url, headers, args.duration, args.connections, lua, **placement)
+        used = cpu_seconds(pid) - started
         result.rss_mb = rss_mb(pid)
+        result.cpu_us = used / (result.requests_per_second * args.duration) * 1e6
         scenario.runs.append(result)
     return scenario
 
@@ -607,6 +628,16 @@ def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | N
     return scenario.median("requests_per_second") / ceiling.median("requests_per_second")
 
 
+def cpu_ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
+    """The ceiling's CPU per request over the scenario's (medians): the ratio req/s would
+    show if each had the CPU to itself — what a busy machine cannot blur."""
+    ceiling = ceiling_of(scenario, scenarios)
+    if ceiling is None or "ceiling" in scenario.name or scenario.name.startswith("deliver"):
+        return None
+    mine, theirs = scenario.median("cpu_us"), ceiling.median("cpu_us")
+    return theirs / mine if mine and theirs else None
+
+
 def ratio_spread(scenario: Scenario, scenarios: list[Scenario]) -> tuple[float, float] | None:
     """The lowest and highest ratio the rounds allow: worst round over the best ceiling round,
     best round over the worst."""
@@ -625,8 +656,8 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
         f"{args.rounds} rounds x {args.duration} s; server pinned to CPU 0, wrk to CPU 1",
         "",
         "| backend | products | scenario | req/s median (min-max) | p50 ms | p99 ms "
-        "| x ceiling median (min-max) | RSS MB | non-2xx |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| x ceiling median (min-max) | CPU µs/request | x ceiling by CPU | RSS MB | non-2xx |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in scenarios:
         low, high = s.spread("requests_per_second")
@@ -640,9 +671,14 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
             f"{s.median('requests_per_second'):,.0f} ({low:,.0f}-{high:,.0f}) | "
             f"{s.median('p50_ms'):.2f} | {s.median('p99_ms'):.2f} | "
             f"{shown} | "
+            f"{s.median('cpu_us'):.1f} | {_optional(cpu_ratio_to_ceiling(s, scenarios))} | "
             f"{s.median('rss_mb'):.0f} | {sum(r.non_2xx for r in s.runs)} |"
         )
     lines += [
+        "",
+        "CPU µs/request is the server's CPU time over the requests wrk counted; x ceiling by "
+        "CPU is the ceiling's over ours, the ratio req/s would show on an otherwise idle "
+        "machine (req/s ratios move with whatever else runs).",
         "",
         "The delivery row is deliveries/s of one worker draining the orders' outbox to a "
         "receiver that answers at once; its ratio is to the create-order row (x orders/s), "
@@ -683,6 +719,7 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
                         "runs": [asdict(r) for r in s.runs],
                         "ratio_to_ceiling": ratio_to_ceiling(s, scenarios),
                         "ratio_to_ceiling_spread": ratio_spread(s, scenarios),
+                        "cpu_ratio_to_ceiling": cpu_ratio_to_ceiling(s, scenarios),
                     }
                     for s in scenarios
                 ],
@@ -691,6 +728,10 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
         )
     )
     chart(scenarios, RESULTS / f"{args.output}.png")
+
+
+def _optional(ratio: float | None) -> str:
+    return "" if ratio is None else f"{ratio:.3f}"
 
 
 def chart(scenarios: list[Scenario], path: Path) -> None:

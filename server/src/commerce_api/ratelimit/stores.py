@@ -68,13 +68,14 @@ LEASE_SHARE = 16
 
 class _Lease:
     """This process's leased places in one key's count for one window, handed to one request
-    each, in order. A new block is leased only once the last one is used up, so the places
-    left are always one range."""
+    each, in order: the places left (``next..last``) and, leased ahead of need, the block that
+    follows them (``ahead``)."""
 
-    __slots__ = ("exhausted", "last", "next", "refill", "size")
+    __slots__ = ("ahead", "exhausted", "last", "next", "refill", "size")
 
     def __init__(self) -> None:
         self.next, self.last = 1, 0  # the places left: next..last, all within the limit
+        self.ahead: tuple[int, int] | None = None  # the next block, leased before it is needed
         self.size = 1  # units the next lease asks for (doubles while demand lasts)
         self.exhausted = False  # the count passed the limit: no place is left to lease
         # A lease on its way; it resolves to the error that lease met, if any.
@@ -83,9 +84,29 @@ class _Lease:
     def take(self) -> int | None:
         place = self.next
         if place > self.last:
-            return None
+            if self.ahead is None:
+                return None
+            place, self.last = self.ahead
+            self.ahead = None
         self.next = place + 1
         return place
+
+    def wants_more(self) -> bool:
+        """Whether to lease the next block now, before the requests run out of places: when
+        no more than half a lease is left and none is on its way."""
+        return (
+            self.refill is None
+            and self.ahead is None
+            and not self.exhausted
+            and self.last - self.next < self.size // 2
+        )
+
+    def leased(self, last: int, size: int, limit: int) -> int:
+        """Take in the block of ``size`` places ending at ``last``; its first place."""
+        if last >= limit:
+            self.exhausted = True
+        self.size = max(1, min(size * 2, MAX_LEASE, (limit - last) // LEASE_SHARE))
+        return last - size + 1
 
 
 class RedisStore:
@@ -99,9 +120,11 @@ class RedisStore:
     processes together may admit up to one lease each fewer than the limit, and a request's
     ``X-RateLimit-Remaining`` (the limit minus its place) does not count places other processes
     have leased but not yet used. Leases start at one unit in each window, double while requests
-    keep coming, and shrink near the limit (``MAX_LEASE``, ``LEASE_SHARE``). One lease per key
-    is on its way at a time; the leases wanted at the same moment share one round trip
-    (``coalescing.Rounds``).
+    keep coming, and shrink near the limit (``MAX_LEASE``, ``LEASE_SHARE``). When no more than
+    half a lease's places are left, the next block is leased in the background, so requests
+    rarely wait for Redis: a process holds at most two blocks of a key (what it has left and
+    the one ahead). One lease per key is on its way at a time; the leases wanted at the same
+    moment share one round trip (``coalescing.Rounds``).
     """
 
     def __init__(self, url: str, prefix: str) -> None:
@@ -118,6 +141,7 @@ class RedisStore:
         self._rounds: Rounds[tuple[str, int, int], list[int]] = Rounds(self._lease_round)
         self._window_start = -1
         self._leases: dict[str, _Lease] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
         if window_start > self._window_start:
@@ -128,14 +152,17 @@ class RedisStore:
         lease = self._leases.get(redis_key)
         if lease is None:
             lease = self._leases[redis_key] = _Lease()
+        ttl = window_seconds + 60
         while True:
             place = lease.take()
             if place is not None:
+                if lease.wants_more():
+                    self._lease_ahead(lease, redis_key, ttl, limit)
                 return place
             if lease.exhausted:
                 return limit + 1
             if lease.refill is None:
-                return await self._refill(lease, redis_key, window_seconds + 60, limit)
+                return await self._refill(lease, redis_key, ttl, limit)
             error = await asyncio.shield(lease.refill)  # then take from what it brought
             if error is not None:
                 # The store failed for this round: every request waiting on it fails at once
@@ -143,7 +170,7 @@ class RedisStore:
                 raise error
 
     async def _refill(self, lease: _Lease, redis_key: str, ttl: int, limit: int) -> int:
-        """Lease another block; this request takes its first place."""
+        """Lease another block now (no place is left); this request takes its first place."""
         refill = lease.refill = asyncio.get_running_loop().create_future()
         size = lease.size
         error: Exception | None = None
@@ -157,12 +184,33 @@ class RedisStore:
             # The waiters look again (on a cancellation of this request, one leases instead).
             refill.set_result(error)
         last = totals[index]
-        first = last - size + 1
-        if last >= limit:
-            lease.exhausted = True
+        first = lease.leased(last, size, limit)
         lease.next, lease.last = first + 1, min(last, limit)
-        lease.size = max(1, min(size * 2, MAX_LEASE, (limit - last) // LEASE_SHARE))
         return first
+
+    def _lease_ahead(self, lease: _Lease, redis_key: str, ttl: int, limit: int) -> None:
+        """Lease the next block in the background while places are left, so that requests
+        rarely wait for a round trip (each waiting one costs a wake-up besides)."""
+        refill = lease.refill = asyncio.get_running_loop().create_future()
+        size = lease.size
+
+        async def lease_block() -> None:
+            error: Exception | None = None
+            try:
+                totals, index = await self._rounds.join((redis_key, ttl, size))
+                last = totals[index]
+                first = lease.leased(last, size, limit)
+                if first <= limit:
+                    lease.ahead = (first, min(last, limit))
+            except Exception as exc:  # the requests waiting on it fail; the next one retries
+                error = exc
+            finally:
+                lease.refill = None
+                refill.set_result(error)
+
+        task = asyncio.create_task(lease_block())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _lease_round(self, leases: list[tuple[str, int, int]]) -> list[int]:
         """One script call for the round; for each lease, the last place of its block."""
@@ -185,4 +233,7 @@ class RedisStore:
         return lasts
 
     async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         await self._redis.aclose()
