@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from alembic.script import ScriptDirectory
 from starlette.types import Scope
 
+from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.migrations import alembic_config
 
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
+
+class Clock:
+    """A clock a test moves by hand, to stand in for ``utcnow`` where code waits on time:
+    call it for the time (UTC), :meth:`advance` it instead of sleeping."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now or utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
 
 
 def bearer(key: str) -> dict[str, str]:

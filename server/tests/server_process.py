@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -102,7 +102,7 @@ def _wait_until_healthy(process: subprocess.Popen[str], base_url: str, deadline:
     raise AssertionError(f"/healthz did not answer 200 within {STARTUP_TIMEOUT_SECONDS} s")
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
+def _stop(process: subprocess.Popen[Any]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,9 +10,10 @@ import httpx
 import pytest
 
 from commerce_api.catalog import repository
+from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.storage.db import Database
-from tests.helpers import bearer
+from tests.helpers import Clock, bearer
 from tests.http.test_error_contract import assert_error
 
 LIST_FIELDS = {"id", "name", "description", "price", "category", "created_at"}
@@ -477,10 +477,12 @@ async def test_server_managed_fields_cannot_be_set(
 
 
 async def test_patch_changes_only_the_given_fields_and_bumps_updated_at(
-    client: httpx.AsyncClient, admin_key: str, client_key: str
+    client: httpx.AsyncClient, admin_key: str, client_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = Clock(BASE_TIME)  # the catalogue's time, moved by hand
+    monkeypatch.setattr(catalog_service, "utcnow", clock)
     created = await create(client, admin_key)
-    await asyncio.sleep(0.01)  # timestamps have millisecond precision
+    clock.advance(1)
     response = await client.patch(
         f"/v1/products/{created['id']}",
         json={"price": 15.25, "inventory_count": 9},
@@ -495,7 +497,8 @@ async def test_patch_changes_only_the_given_fields_and_bumps_updated_at(
         "inventory_count": 9,
         "updated_at": updated["updated_at"],
     }
-    assert parse_timestamp(updated["updated_at"]) > parse_timestamp(created["updated_at"])
+    assert parse_timestamp(updated["updated_at"]) == clock.now
+    assert parse_timestamp(created["updated_at"]) == clock.now - timedelta(seconds=1)
     fetched = await client.get(f"/v1/products/{created['id']}", headers=bearer(client_key))
     assert fetched.json() == updated
 

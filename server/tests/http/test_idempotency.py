@@ -18,9 +18,10 @@ from commerce_api.orders import placement
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys, products
 from tests.conftest import KeyFactory
+from tests.factories import order_body
 from tests.helpers import bearer
 from tests.http.test_error_contract import assert_error
-from tests.orders.test_orders import account_of, create_product, order_body, snapshot
+from tests.orders.test_orders import account_of, create_product, snapshot
 
 REPLAYED = "idempotent-replayed"
 

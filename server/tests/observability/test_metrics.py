@@ -32,11 +32,11 @@ from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_deliveries
 from tests.conftest import KeyFactory, make_settings
+from tests.factories import ADDRESS, order_body
 from tests.helpers import bearer, order_scope
-from tests.orders.test_orders import create_product, order_body
+from tests.orders.test_orders import create_product
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 
 async def scrape(client: httpx.AsyncClient) -> Samples:

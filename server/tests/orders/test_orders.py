@@ -25,7 +25,10 @@ from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import api_keys, events, order_items, orders, products
+from tests import factories
 from tests.conftest import KeyFactory, make_settings
+from tests.factories import ADDRESS, order_body, place_ok
+from tests.factories import post_order as place
 from tests.helpers import bearer
 from tests.http.test_error_contract import assert_error
 
@@ -48,25 +51,7 @@ TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 ORDER_ID = re.compile(r"^ord_[A-Za-z0-9]+$")
 EVENT_ID = re.compile(r"^evt_[A-Za-z0-9]+$")
 
-ADDRESS: dict[str, object] = {
-    "street": "1 Main Street",
-    "city": "Springfield",
-    "postal_code": "12345",
-    "country": "US",
-}
-
-
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def order_body(*items: tuple[str, object], **overrides: object) -> dict[str, object]:
-    body: dict[str, object] = {
-        "customer_id": "cus_123",
-        "items": [{"product_id": product_id, "quantity": qty} for product_id, qty in items],
-        "shipping_address": dict(ADDRESS),
-    }
-    body.update(overrides)
-    return body
 
 
 def fake_items(count: int) -> list[tuple[str, object]]:
@@ -74,43 +59,10 @@ def fake_items(count: int) -> list[tuple[str, object]]:
     return [(f"prod_fake{index}", 1) for index in range(count)]
 
 
-async def create_product(
-    client: httpx.AsyncClient,
-    admin_key: str,
-    *,
-    price: float = 12.5,
-    inventory_count: int = 10,
-    name: str = "Notebook",
-) -> str:
-    response = await client.post(
-        "/v1/products",
-        json={
-            "name": name,
-            "description": "",
-            "price": price,
-            "category": "stationery",
-            "inventory_count": inventory_count,
-        },
-        headers=bearer(admin_key),
-    )
-    assert response.status_code == 201, response.text
-    product_id: str = response.json()["id"]
+async def create_product(client: httpx.AsyncClient, admin_key: str, **overrides: object) -> str:
+    """A product made over HTTP (10 in stock at 12.50 unless overridden): its id."""
+    product_id: str = (await factories.create_product(client, admin_key, **overrides))["id"]
     return product_id
-
-
-async def place(
-    client: httpx.AsyncClient, key: str, body: dict[str, object] | list[object]
-) -> httpx.Response:
-    return await client.post("/v1/orders", json=body, headers=bearer(key))
-
-
-async def place_ok(
-    client: httpx.AsyncClient, key: str, *items: tuple[str, object], **overrides: object
-) -> dict[str, Any]:
-    response = await place(client, key, order_body(*items, **overrides))
-    assert response.status_code == 201, response.text
-    order: dict[str, Any] = response.json()
-    return order
 
 
 async def action(client: httpx.AsyncClient, key: str, order_id: str, verb: str) -> httpx.Response:
@@ -691,20 +643,10 @@ async def insert_orders(
     """``count`` orders written directly; ``same_time_every`` of them share a created_at."""
     start = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     ids: list[tuple[datetime, str]] = []
+    product_id = await factories.new_product(
+        db, 0, name="Thing", price_minor=100, category="things", created_at=start
+    )
     async with db.write() as conn:
-        product_id = new_id("prod")
-        await conn.execute(
-            products.insert().values(
-                id=product_id,
-                name="Thing",
-                description="",
-                price_minor=100,
-                category="things",
-                inventory_count=0,
-                created_at=start,
-                updated_at=start,
-            )
-        )
         for index in range(count):
             created = start + timedelta(seconds=index // same_time_every)
             order_id = new_id("ord")

@@ -25,21 +25,17 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
-from commerce_api.catalog import repository as catalog
 from commerce_api.core.errors import APIError
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
 from commerce_api.orders import placement, service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, order_items, orders, products
+from tests import factories
 
 PRODUCTS = 3
 MAX_EXAMPLES = 40
 MAX_STEPS = 25
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 
 # --- the steps ----------------------------------------------------------------------------------
@@ -163,45 +159,16 @@ def check(state: State, model: Model) -> None:
 
 
 async def new_principal(db: Database) -> Principal:
-    async with db.write() as conn:
-        account_id = await accounts.create_account(conn, "Stock invariant")
-        key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
-    return Principal(key_id=key.id, account_id=account_id, role="client", tier="development")
+    return (await factories.new_customer(db, "Stock invariant")).principal
 
 
 async def new_products(db: Database, stocks: Sequence[int]) -> list[str]:
-    """Products with these stocks; their ids sort in the order given (the lock order)."""
-    ids = sorted(new_id("prod") for _ in stocks)
-    now = utcnow()
-    async with db.write() as conn:
-        for product_id, stock in zip(ids, stocks, strict=True):
-            await catalog.insert(
-                conn,
-                {
-                    "id": product_id,
-                    "name": f"Widget {product_id[-6:]}",
-                    "description": "",
-                    "price_minor": 500,
-                    "category": "invariant",
-                    "inventory_count": stock,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-    return ids
+    return await factories.new_products(db, *stocks, price_minor=500, category="invariant")
 
 
 def order_request(product_ids: Sequence[str], lines: Sequence[tuple[int, int]]) -> OrderCreate:
-    return OrderCreate.model_validate(
-        {
-            "customer_id": "cus_invariant",
-            "items": [
-                {"product_id": product_ids[index], "quantity": quantity}
-                for index, quantity in lines
-            ],
-            "shipping_address": ADDRESS,
-        }
-    )
+    items = [(product_ids[index], quantity) for index, quantity in lines]
+    return factories.order_create(*items, customer_id="cus_invariant")
 
 
 # --- running a step -----------------------------------------------------------------------------

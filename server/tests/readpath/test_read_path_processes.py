@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,18 +27,15 @@ import httpx
 import pytest
 
 from commerce_api.accounts import service as accounts
-from commerce_api.catalog import repository
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.db import Database
-from tests.helpers import ADDRESS, bearer
-from tests.server_process import COMMERCE_API, RunningServer, running_servers
+from tests import factories
+from tests.helpers import bearer
+from tests.server_process import RunningServer, running_servers
 
 pytestmark = pytest.mark.slow
 
 REQUEST_TIMEOUT_SECONDS = 30.0
 WARM_UP_TIMEOUT_SECONDS = 30.0
-CLI_TIMEOUT_SECONDS = 60.0
 ROUNDS = 20
 REVOKE_EVERY = 5  # a revocation round: 0, 5, 10, 15 (each CLI run costs ~2 s)
 IMPORT_ROUNDS = frozenset({7})  # rounds that also rename through `products import`
@@ -75,61 +71,24 @@ def shared_database_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def shared_db(shared_database_url: str) -> AsyncIterator[Database]:
-    database = Database(shared_database_url)
-    try:
+    async with factories.opened(shared_database_url) as database:
         yield database
-    finally:
-        await database.dispose()
 
 
 async def cli(database_url: str, workdir: Path, *args: str) -> str:
     """Run ``commerce-api`` with only ``COMMERCE_DATABASE_URL`` set; its standard output."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
-    env["COMMERCE_DATABASE_URL"] = database_url
-    process = await asyncio.create_subprocess_exec(
-        str(COMMERCE_API),
-        *args,
-        cwd=workdir,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    return await asyncio.to_thread(
+        factories.run_cli, factories.cli_env(database_url), workdir, *args
     )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT_SECONDS)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    assert process.returncode == 0, f"{args} failed ({process.returncode}): {stderr.decode()}"
-    return stdout.decode()
-
-
-async def new_client_key(db: Database, account_id: str) -> accounts.CreatedKey:
-    async with db.write() as conn:
-        return await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
 
 
 async def set_up(db: Database) -> tuple[str, str, str]:
     """An admin key, a client account, and a product: (admin secret, account id, product id)."""
-    product_id = new_id("prod")
-    now = utcnow()
-    async with db.write() as conn:
-        admin = await accounts.create_key(conn, "sandbox", account_id=None, role="admin")
-        account_id = await accounts.create_account(conn, "Read path e2e")
-        await repository.insert(
-            conn,
-            {
-                "id": product_id,
-                "name": "Original",
-                "description": "",
-                "price_minor": 1250,
-                "category": CATEGORY,
-                "inventory_count": 1000,
-                "created_at": now,
-                "updated_at": now,
-            },
-        )
+    admin = await factories.new_key(db, role="admin")
+    account_id = await factories.new_account(db, "Read path e2e")
+    product_id = await factories.new_product(
+        db, 1000, name="Original", price_minor=1250, category=CATEGORY
+    )
     return admin.secret, account_id, product_id
 
 
@@ -185,7 +144,7 @@ async def test_writes_and_revocations_are_seen_at_once_by_every_process(
     shared_database_url: str, shared_db: Database, tmp_path: Path
 ) -> None:
     admin_key, account_id, product_id = await set_up(shared_db)
-    reader_key = (await new_client_key(shared_db, account_id)).secret
+    reader_key = (await factories.new_key(shared_db, account_id)).secret
     bound = bound_for(shared_database_url)
     with running_servers(shared_database_url, tmp_path, 2) as (first, second):
         # closed before the servers stop, so that no idle connection delays their shutdown
@@ -222,7 +181,7 @@ async def test_writes_and_revocations_are_seen_at_once_by_every_process(
 
                 # a key revoked by the CLI is refused within the bound, in either process
                 if round_ % REVOKE_EVERY == 0:
-                    doomed = await new_client_key(shared_db, account_id)
+                    doomed = await factories.new_key(shared_db, account_id)
                     for server in (first, second):  # cached in both processes
                         for _ in range(3):
                             await read_name(http, server, doomed.secret, product_id)
@@ -263,7 +222,7 @@ async def test_another_process_sees_a_stock_change_and_a_revocation_within_the_b
     process first answered with the change, for each of ``MEASURED_ROUNDS`` stock changes and
     revocations; every one within the bound (on SQLite, the very next request)."""
     _, account_id, product_id = await set_up(shared_db)
-    reader_key = (await new_client_key(shared_db, account_id)).secret
+    reader_key = (await factories.new_key(shared_db, account_id)).secret
     bound = bound_for(shared_database_url)
     with running_servers(shared_database_url, tmp_path, 2) as (first, second):
         async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
@@ -276,11 +235,7 @@ async def test_another_process_sees_a_stock_change_and_a_revocation_within_the_b
                 units = await inventory(http, other, reader_key, product_id)  # cached there
                 response = await http.post(
                     f"{writer.base_url}/v1/orders",
-                    json={
-                        "customer_id": "cus_bound",
-                        "items": [{"product_id": product_id, "quantity": 1}],
-                        "shipping_address": ADDRESS,
-                    },
+                    json=factories.order_body((product_id, 1), customer_id="cus_bound"),
                     headers=bearer(reader_key),
                 )
                 assert response.status_code == 201, response.text
@@ -292,7 +247,7 @@ async def test_another_process_sees_a_stock_change_and_a_revocation_within_the_b
                 )
 
                 # revoked by this test's process: a third one, like the CLI
-                doomed = await new_client_key(shared_db, account_id)
+                doomed = await factories.new_key(shared_db, account_id)
                 for server in (first, second):
                     await read_name(http, server, doomed.secret, product_id)  # cached in both
                 async with shared_db.write() as conn:

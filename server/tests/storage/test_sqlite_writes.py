@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
 from commerce_api.storage import db as db_module
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import products
+from tests import factories
 
 WRITERS = 20
 INITIAL = 100
@@ -26,30 +25,12 @@ INITIAL = 100
 
 @pytest.fixture
 async def sqlite_db(sqlite_database_url: str) -> AsyncIterator[Database]:
-    database = Database(sqlite_database_url)
-    try:
+    async with factories.opened(sqlite_database_url) as database:
         yield database
-    finally:
-        await database.dispose()
 
 
 async def _insert_product(db: Database, inventory: int) -> str:
-    product_id = new_id("prod")
-    now = utcnow()
-    async with db.write() as conn:
-        await conn.execute(
-            products.insert().values(
-                id=product_id,
-                name="Widget",
-                description="",
-                price_minor=100,
-                category="tools",
-                inventory_count=inventory,
-                created_at=now,
-                updated_at=now,
-            )
-        )
-    return product_id
+    return await factories.new_product(db, inventory, price_minor=100, category="tools")
 
 
 async def _inventory(db: Database, product_id: str) -> int:
