@@ -32,7 +32,7 @@ from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.orders import placement
 from commerce_api.orders.schemas import OrderCreate
-from commerce_api.settings import Tier
+from commerce_api.settings import Environment, Tier
 from commerce_api.storage.db import Database
 from tests.helpers import bearer
 from tests.server_process import COMMERCE_API
@@ -69,7 +69,7 @@ async def new_key(
     account_id: str | None = None,
     *,
     role: accounts.Role = "client",
-    environment: str = "sandbox",
+    environment: Environment = "sandbox",
 ) -> accounts.CreatedKey:
     """A key of ``account_id`` (a client key), or with ``role="admin"`` an admin key."""
     async with db.write() as conn:
@@ -94,7 +94,7 @@ async def new_customer(
     name: str = "Test account",
     *,
     tier: Tier = "development",
-    environment: str = "sandbox",
+    environment: Environment = "sandbox",
 ) -> Customer:
     account_id = await new_account(db, name, tier)
     key = await new_key(db, account_id, environment=environment)

@@ -88,7 +88,7 @@ def _drain(lines: queue.Queue[str | None], seen: list[str]) -> None:
             seen.append(line)
 
 
-def _wait_until_healthy(process: subprocess.Popen[str], base_url: str, deadline: float) -> None:
+def _wait_until_healthy(process: subprocess.Popen[Any], base_url: str, deadline: float) -> None:
     with httpx.Client(base_url=base_url, timeout=2.0) as http:
         while time.monotonic() < deadline:
             if process.poll() is not None:

@@ -13,27 +13,21 @@ from commerce_api.catalog import repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.storage.db import Database
+from tests import factories, helpers
 from tests.helpers import Clock, bearer
 from tests.http.test_error_contract import assert_error
 
 LIST_FIELDS = {"id", "name", "description", "price", "category", "created_at"}
 DETAIL_FIELDS = LIST_FIELDS | {"inventory_count", "updated_at"}
-PAGINATION_FIELDS = {"total", "limit", "offset", "has_more"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 
 BASE_TIME = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def product_body(**overrides: object) -> dict[str, object]:
-    body: dict[str, object] = {
-        "name": "Notebook",
-        "description": "A5, dotted",
-        "price": 12.5,
-        "category": "stationery",
-        "inventory_count": 3,
-    }
-    body.update(overrides)
-    return body
+    return factories.product_body(
+        **{"description": "A5, dotted", "inventory_count": 3, **overrides}
+    )
 
 
 async def create(client: httpx.AsyncClient, admin_key: str, **overrides: object) -> dict[str, Any]:
@@ -76,12 +70,7 @@ async def insert_products(
 
 
 async def list_page(client: httpx.AsyncClient, key: str, **params: str | int) -> dict[str, Any]:
-    response = await client.get("/v1/products", params=params, headers=bearer(key))
-    assert response.status_code == 200, response.text
-    page: dict[str, Any] = response.json()
-    assert set(page) == {"data", "pagination"}
-    assert set(page["pagination"]) == PAGINATION_FIELDS
-    return page
+    return await helpers.list_page(client, "/v1/products", key, **params)
 
 
 def parse_timestamp(value: str) -> datetime:

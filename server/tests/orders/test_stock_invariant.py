@@ -318,6 +318,13 @@ async def test_stock_is_conserved_by_creates_cancels_and_fulfilments(
 # --- a crash between the stock change and the event ---------------------------------------------
 
 
+async def crash_set_up(db: Database) -> tuple[Principal, str, list[str]]:
+    """A principal, its account id, and two products with 5 and 2 in stock."""
+    principal = await new_principal(db)
+    assert principal.account_id is not None
+    return principal, principal.account_id, await new_products(db, [5, 2])
+
+
 async def _crash(*_args: Any, **_kwargs: Any) -> str:
     raise RuntimeError("crash while writing the event")
 
@@ -325,10 +332,8 @@ async def _crash(*_args: Any, **_kwargs: Any) -> str:
 async def test_a_crash_before_the_event_rolls_back_the_reservation(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    principal = await new_principal(db)
-    assert principal.account_id is not None
-    product_ids = await new_products(db, [5, 2])
-    before = await read_state(db, principal.account_id, product_ids)
+    principal, account_id, product_ids = await crash_set_up(db)
+    before = await read_state(db, account_id, product_ids)
     monkeypatch.setattr(placement, "record_events", _crash)
 
     with pytest.raises(RuntimeError, match="crash while writing the event"):
@@ -337,7 +342,7 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
                 conn, principal, order_request(product_ids, [(0, 3), (1, 2)]), "USD"
             )
 
-    after = await read_state(db, principal.account_id, product_ids)
+    after = await read_state(db, account_id, product_ids)
     assert after == before
     assert after.stock == (5, 2)
     assert after.statuses == {}
@@ -353,14 +358,9 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
 async def test_a_crash_before_the_cancel_event_keeps_the_order_and_its_reservation(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    principal = await new_principal(db)
-    assert principal.account_id is not None
-    product_ids = await new_products(db, [5, 2])
-    async with db.write() as conn:
-        order = await placement.create_order(
-            conn, principal, order_request(product_ids, [(0, 3), (1, 2)]), "USD"
-        )
-    before = await read_state(db, principal.account_id, product_ids)
+    principal, account_id, product_ids = await crash_set_up(db)
+    order = await factories.place_order(db, principal, (product_ids[0], 3), (product_ids[1], 2))
+    before = await read_state(db, account_id, product_ids)
     assert before.stock == (2, 0)
     monkeypatch.setattr(service, "record_event", _crash)
 
@@ -368,7 +368,7 @@ async def test_a_crash_before_the_cancel_event_keeps_the_order_and_its_reservati
         async with db.write() as conn:
             await service.cancel_order(conn, principal, order["id"])
 
-    after = await read_state(db, principal.account_id, product_ids)
+    after = await read_state(db, account_id, product_ids)
     assert after == before
     assert after.statuses == {order["id"]: "pending"}
     assert after.events == Counter({"order.created": 1})

@@ -28,6 +28,7 @@ from tests.factories import cli_env, last_line, run_cli
 from tests.helpers import bearer
 from tests.ratelimit.test_rate_limits import redis_keys
 from tests.server_process import COMMERCE_API, HOST, _stop, free_port, stderr_tail
+from tests.server_process import _wait_until_healthy as wait_until_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -57,23 +58,10 @@ class Server:
 
 
 def _wait_until_healthy(server: Server, deadline: float) -> None:
-    with httpx.Client(base_url=server.base_url, timeout=2.0) as http:
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise AssertionError(
-                    f"the server exited early with code {server.process.returncode}\n"
-                    f"{stderr_tail(server.stderr_path)}"
-                )
-            try:
-                if http.get("/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-    raise AssertionError(
-        f"/healthz did not answer 200 within {STARTUP_TIMEOUT_SECONDS} s\n"
-        f"{stderr_tail(server.stderr_path)}"
-    )
+    try:
+        wait_until_healthy(server.process, server.base_url, deadline)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{stderr_tail(server.stderr_path)}") from None
 
 
 @contextmanager

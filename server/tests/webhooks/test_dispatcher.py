@@ -58,6 +58,7 @@ from tests import factories
 from tests.conftest import make_settings
 from tests.helpers import Clock
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
+from tests.webhooks.test_dispatcher_concurrency import counting
 
 MAX_PASSES = 20  # run_once calls per drain: far more than any test needs
 
@@ -998,14 +999,7 @@ async def test_run_delivers_as_events_arrive_and_stops_promptly(
     _, secret = await world.endpoint(receiver.url("/hook"))
     dispatcher = world.dispatcher(webhook_poll_seconds=0.05)
     claims: list[int] = []
-    claim = dispatcher._claim
-
-    async def counted(limit: int) -> list[Any]:
-        rows = await claim(limit)
-        claims.append(len(rows))
-        return rows
-
-    setattr(dispatcher, "_claim", counted)  # noqa: B010 - mypy forbids assigning a method
+    counting(dispatcher, claims)
     task = asyncio.create_task(dispatcher.run())
     try:
         await eventually(lambda: len(claims) >= 3, within=5, what="idle polling first")

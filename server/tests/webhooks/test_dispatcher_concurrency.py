@@ -73,7 +73,7 @@ def receiver(scenario: str) -> Iterator[Receiver]:
         yield running
 
 
-def _counting(dispatcher: Dispatcher, claimed: list[int]) -> Dispatcher:
+def counting(dispatcher: Dispatcher, claimed: list[int]) -> Dispatcher:
     """Count what this dispatcher claims (run() claims through self._claim)."""
     original = dispatcher._claim
 
@@ -163,7 +163,7 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
     databases = [Database(database_url) for _ in range(DISPATCHERS)]
     claims: list[list[int]] = [[] for _ in databases]
     dispatchers = [
-        _counting(Dispatcher(settings, database, box), claimed)
+        counting(Dispatcher(settings, database, box), claimed)
         for database, claimed in zip(databases, claims, strict=True)
     ]
     tasks = [asyncio.create_task(dispatcher.run()) for dispatcher in dispatchers]

@@ -151,14 +151,18 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+def created(response: httpx.Response) -> dict[str, Any]:
+    """The record a 201 answer holds (it must be a 201)."""
+    assert response.status_code == 201, response.text
+    record: dict[str, Any] = response.json()
+    return record
+
+
 async def register_endpoint(
     http: httpx.AsyncClient, base_url: str, key: str, url: str
 ) -> dict[str, Any]:
-    response = await http.post(
-        f"{base_url}/v1/webhook_endpoints", headers=bearer(key), json={"url": url}
-    )
-    assert response.status_code == 201, response.text
-    endpoint: dict[str, Any] = response.json()
+    path = f"{base_url}/v1/webhook_endpoints"
+    endpoint = created(await http.post(path, headers=bearer(key), json={"url": url}))
     assert endpoint["secret"].startswith("whsec_")
     return endpoint
 
@@ -166,14 +170,8 @@ async def register_endpoint(
 async def place_order(
     http: httpx.AsyncClient, base_url: str, key: str, product_id: str
 ) -> dict[str, Any]:
-    response = await http.post(
-        f"{base_url}/v1/orders",
-        headers=bearer(key),
-        json=factories.order_body((product_id, 2), customer_id="cus_e2e"),
-    )
-    assert response.status_code == 201, response.text
-    order: dict[str, Any] = response.json()
-    return order
+    body = factories.order_body((product_id, 2), customer_id="cus_e2e")
+    return created(await http.post(f"{base_url}/v1/orders", headers=bearer(key), json=body))
 
 
 async def the_event(
