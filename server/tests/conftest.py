@@ -173,3 +173,10 @@ async def client_key(make_key: KeyFactory) -> str:
 @pytest.fixture
 async def admin_key(make_key: KeyFactory) -> str:
     return await make_key("admin")
+
+
+@pytest.fixture
+async def product_in_stock(client: httpx.AsyncClient, admin_key: str) -> str:
+    """The id of a product made over HTTP by an admin: 10 in stock at 12.50."""
+    product_id: str = (await factories.create_product(client, admin_key))["id"]
+    return product_id

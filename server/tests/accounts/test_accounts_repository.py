@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -22,6 +23,22 @@ from commerce_api.storage.tables import accounts as accounts_table
 from commerce_api.storage.tables import api_keys
 from tests.factories import new_account, new_key
 from tests.helpers import Clock
+
+
+async def insert_key(
+    conn: Any, key_id: str, account_id: str, key_hash: str, created_at: datetime
+) -> None:
+    """A sandbox client key's row, written straight through the repository."""
+    await repository.insert_key(
+        conn,
+        id=key_id,
+        account_id=account_id,
+        role="client",
+        prefix="sk_sandbox_",
+        last4="abcd",
+        key_hash=key_hash,
+        created_at=created_at,
+    )
 
 
 async def authenticate(
@@ -98,16 +115,7 @@ async def test_key_hash_is_unique(db: Database) -> None:
     async def insert_two() -> None:
         async with db.write() as conn:
             for key_id in (new_id("key"), new_id("key")):
-                await repository.insert_key(
-                    conn,
-                    id=key_id,
-                    account_id=account_id,
-                    role="client",
-                    prefix="sk_sandbox_",
-                    last4="abcd",
-                    key_hash="0" * 64,
-                    created_at=now,
-                )
+                await insert_key(conn, key_id, account_id, "0" * 64, now)
 
     with pytest.raises(IntegrityError):
         await insert_two()
@@ -151,16 +159,8 @@ async def test_list_keys_ordered_by_creation_then_id(db: Database) -> None:
     ids = ["key_b", "key_a", "key_c"]
     async with db.write() as conn:
         for index, key_id in enumerate(ids):
-            await repository.insert_key(
-                conn,
-                id=key_id,
-                account_id=account_id,
-                role="client",
-                prefix="sk_sandbox_",
-                last4="abcd",
-                key_hash=f"{index:064d}",
-                created_at=at if key_id != "key_c" else at - timedelta(seconds=1),
-            )
+            created_at = at if key_id != "key_c" else at - timedelta(seconds=1)
+            await insert_key(conn, key_id, account_id, f"{index:064d}", created_at)
         listed = await accounts.list_keys(conn)
     assert [info.id for info in listed] == ["key_c", "key_a", "key_b"]
 

@@ -378,11 +378,11 @@ async def test_validation_and_not_found_errors_are_stored_and_replayed(
 async def test_a_server_error_is_not_stored_so_a_retry_runs_again(
     db: Database,
     client: httpx.AsyncClient,
-    admin_key: str,
+    product_in_stock: str,
     client_key: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    product_id = await create_product(client, admin_key)
+    product_id = product_in_stock
     body = order_body((product_id, 2))
     calls = 0
 

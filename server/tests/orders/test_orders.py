@@ -1089,11 +1089,12 @@ async def test_a_crash_mid_request_is_a_500_and_leaves_nothing_behind(
 async def test_a_crash_during_a_transition_leaves_the_order_unchanged(
     db: Database,
     client: httpx.AsyncClient,
-    admin_key: str,
+    product_in_stock: str,
     client_key: str,
+    admin_key: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    product_id = await create_product(client, admin_key)
+    product_id = product_in_stock
     order = await place_ok(client, client_key, (product_id, 4))
     before = await snapshot(db)
 

@@ -82,14 +82,15 @@ async def cli(database_url: str, workdir: Path, *args: str) -> str:
     )
 
 
-async def set_up(db: Database) -> tuple[str, str, str]:
-    """An admin key, a client account, and a product: (admin secret, account id, product id)."""
+async def set_up(db: Database) -> tuple[str, str, str, str]:
+    """An admin key, a client account with a key, and a product: (admin secret, account id,
+    product id, client secret)."""
     admin = await factories.new_key(db, role="admin")
-    account_id = await factories.new_account(db, "Read path e2e")
+    customer = await factories.new_customer(db, "Read path e2e")
     product_id = await factories.new_product(
         db, 1000, name="Original", price_minor=1250, category=CATEGORY
     )
-    return admin.secret, account_id, product_id
+    return admin.secret, customer.account_id, product_id, customer.secret
 
 
 async def warm_up(
@@ -143,8 +144,7 @@ async def refused(http: httpx.AsyncClient, server: RunningServer, url: str, key:
 async def test_writes_and_revocations_are_seen_at_once_by_every_process(
     shared_database_url: str, shared_db: Database, tmp_path: Path
 ) -> None:
-    admin_key, account_id, product_id = await set_up(shared_db)
-    reader_key = (await factories.new_key(shared_db, account_id)).secret
+    admin_key, account_id, product_id, reader_key = await set_up(shared_db)
     bound = bound_for(shared_database_url)
     with running_servers(shared_database_url, tmp_path, 2) as (first, second):
         # closed before the servers stop, so that no idle connection delays their shutdown
@@ -221,8 +221,7 @@ async def test_another_process_sees_a_stock_change_and_a_revocation_within_the_b
     """Measured, not just checked: how long after the writer's answer (or commit) the other
     process first answered with the change, for each of ``MEASURED_ROUNDS`` stock changes and
     revocations; every one within the bound (on SQLite, the very next request)."""
-    _, account_id, product_id = await set_up(shared_db)
-    reader_key = (await factories.new_key(shared_db, account_id)).secret
+    _, account_id, product_id, reader_key = await set_up(shared_db)
     bound = bound_for(shared_database_url)
     with running_servers(shared_database_url, tmp_path, 2) as (first, second):
         async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
