@@ -476,11 +476,11 @@ async def test_any_printable_ascii_key_up_to_255_characters_is_accepted(
 async def test_keys_are_scoped_to_the_account(
     db: Database,
     client: httpx.AsyncClient,
-    admin_key: str,
+    product_in_stock: str,
     client_key: str,
     make_key: KeyFactory,
 ) -> None:
-    product_id = await create_product(client, admin_key)
+    product_id = product_in_stock
     body = order_body((product_id, 1))
     other = await make_key()
     mine = await post(client, "/v1/orders", client_key, "shared", body)

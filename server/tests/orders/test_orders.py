@@ -561,11 +561,11 @@ async def test_creating_an_order_needs_a_key(client: httpx.AsyncClient) -> None:
 async def test_another_accounts_order_is_404_for_every_verb(
     db: Database,
     client: httpx.AsyncClient,
-    admin_key: str,
+    product_in_stock: str,
     client_key: str,
     make_key: KeyFactory,
 ) -> None:
-    product_id = await create_product(client, admin_key)
+    product_id = product_in_stock
     order = await place_ok(client, client_key, (product_id, 1))
     other = await make_key()
     before = await snapshot(db)
