@@ -19,6 +19,7 @@ import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,20 @@ async def warm_up(
         await asyncio.sleep(0.05)
 
 
+@asynccontextmanager
+async def two_warm_servers(
+    database_url: str, workdir: Path, key: str, product_id: str
+) -> AsyncIterator[tuple[RunningServer, RunningServer, httpx.AsyncClient]]:
+    """Two servers on the database, each listing the product (their snapshots are warm), and an
+    HTTP client, closed before the servers stop so that no idle connection delays their
+    shutdown."""
+    with running_servers(database_url, workdir, 2) as (first, second):
+        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
+            for server in (first, second):
+                await warm_up(http, server, key, product_id)
+            yield first, second, http
+
+
 async def read_name(
     http: httpx.AsyncClient, server: RunningServer, key: str, product_id: str
 ) -> tuple[str, str, str]:
@@ -146,55 +161,52 @@ async def test_writes_and_revocations_are_seen_at_once_by_every_process(
 ) -> None:
     admin_key, account_id, product_id, reader_key = await set_up(shared_db)
     bound = bound_for(shared_database_url)
-    with running_servers(shared_database_url, tmp_path, 2) as (first, second):
-        # closed before the servers stop, so that no idle connection delays their shutdown
-        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
-            for server in (first, second):
-                await warm_up(http, server, reader_key, product_id)
-            for round_ in range(ROUNDS):
-                writer, other = (first, second) if round_ % 2 == 0 else (second, first)
+    servers = two_warm_servers(shared_database_url, tmp_path, reader_key, product_id)
+    async with servers as (first, second, http):
+        for round_ in range(ROUNDS):
+            writer, other = (first, second) if round_ % 2 == 0 else (second, first)
 
-                # a rename through one process is seen by the very next read of the other
-                name = f"Round {round_} {secrets.token_hex(3)}"
-                response = await http.patch(
-                    f"{writer.base_url}/v1/products/{product_id}",
-                    json={"name": name},
-                    headers=bearer(admin_key),
+            # a rename through one process is seen by the very next read of the other
+            name = f"Round {round_} {secrets.token_hex(3)}"
+            response = await http.patch(
+                f"{writer.base_url}/v1/products/{product_id}",
+                json={"name": name},
+                headers=bearer(admin_key),
+            )
+            assert response.status_code == 200, response.text
+            assert await has_name(http, writer, reader_key, product_id, name)
+            await within(bound, partial(has_name, http, other, reader_key, product_id, name))
+
+            # a rename through the CLI (a third process) is seen by both
+            if round_ in IMPORT_ROUNDS:
+                name = f"Imported {round_} {secrets.token_hex(3)}"
+                records = tmp_path / f"import-{round_}.json"
+                records.write_text(json.dumps([{"id": product_id, "name": name}]))
+                output = await cli(
+                    shared_database_url, tmp_path, "products", "import", str(records)
                 )
-                assert response.status_code == 200, response.text
-                assert await has_name(http, writer, reader_key, product_id, name)
-                await within(bound, partial(has_name, http, other, reader_key, product_id, name))
-
-                # a rename through the CLI (a third process) is seen by both
-                if round_ in IMPORT_ROUNDS:
-                    name = f"Imported {round_} {secrets.token_hex(3)}"
-                    records = tmp_path / f"import-{round_}.json"
-                    records.write_text(json.dumps([{"id": product_id, "name": name}]))
-                    output = await cli(
-                        shared_database_url, tmp_path, "products", "import", str(records)
+                assert "updated=1" in output, output
+                for server in (other, writer):
+                    await within(
+                        bound, partial(has_name, http, server, reader_key, product_id, name)
                     )
-                    assert "updated=1" in output, output
-                    for server in (other, writer):
-                        await within(
-                            bound, partial(has_name, http, server, reader_key, product_id, name)
-                        )
 
-                # a key revoked by the CLI is refused within the bound, in either process
-                if round_ % REVOKE_EVERY == 0:
-                    doomed = await factories.new_key(shared_db, account_id)
-                    for server in (first, second):  # cached in both processes
-                        for _ in range(3):
-                            await read_name(http, server, doomed.secret, product_id)
-                    assert (
-                        await cli(shared_database_url, tmp_path, "keys", "revoke", doomed.id)
-                    ).strip()
-                    order = (other, writer) if round_ % 10 == 0 else (writer, other)
-                    urls = ["/v1/products", f"/v1/products/{product_id}", "/v1/orders"]
-                    for server in order:
-                        for url in urls:
-                            await within(bound, partial(refused, http, server, url, doomed.secret))
-                    for server in order:  # the account's other key is unaffected
-                        await read_name(http, server, reader_key, product_id)
+            # a key revoked by the CLI is refused within the bound, in either process
+            if round_ % REVOKE_EVERY == 0:
+                doomed = await factories.new_key(shared_db, account_id)
+                for server in (first, second):  # cached in both processes
+                    for _ in range(3):
+                        await read_name(http, server, doomed.secret, product_id)
+                assert (
+                    await cli(shared_database_url, tmp_path, "keys", "revoke", doomed.id)
+                ).strip()
+                order = (other, writer) if round_ % 10 == 0 else (writer, other)
+                urls = ["/v1/products", f"/v1/products/{product_id}", "/v1/orders"]
+                for server in order:
+                    for url in urls:
+                        await within(bound, partial(refused, http, server, url, doomed.secret))
+                for server in order:  # the account's other key is unaffected
+                    await read_name(http, server, reader_key, product_id)
 
 
 async def inventory(
@@ -223,43 +235,41 @@ async def test_another_process_sees_a_stock_change_and_a_revocation_within_the_b
     revocations; every one within the bound (on SQLite, the very next request)."""
     _, account_id, product_id, reader_key = await set_up(shared_db)
     bound = bound_for(shared_database_url)
-    with running_servers(shared_database_url, tmp_path, 2) as (first, second):
-        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
-            for server in (first, second):
-                await warm_up(http, server, reader_key, product_id)
-            stock_seen: list[float] = []
-            revocation_seen: list[float] = []
-            for round_ in range(MEASURED_ROUNDS):
-                writer, other = (first, second) if round_ % 2 == 0 else (second, first)
-                units = await inventory(http, other, reader_key, product_id)  # cached there
-                response = await http.post(
-                    f"{writer.base_url}/v1/orders",
-                    json=factories.order_body((product_id, 1), customer_id="cus_bound"),
-                    headers=bearer(reader_key),
+    servers = two_warm_servers(shared_database_url, tmp_path, reader_key, product_id)
+    async with servers as (first, second, http):
+        stock_seen: list[float] = []
+        revocation_seen: list[float] = []
+        for round_ in range(MEASURED_ROUNDS):
+            writer, other = (first, second) if round_ % 2 == 0 else (second, first)
+            units = await inventory(http, other, reader_key, product_id)  # cached there
+            response = await http.post(
+                f"{writer.base_url}/v1/orders",
+                json=factories.order_body((product_id, 1), customer_id="cus_bound"),
+                headers=bearer(reader_key),
+            )
+            assert response.status_code == 201, response.text
+            assert await has_stock(http, writer, reader_key, product_id, units - 1)
+            stock_seen.append(
+                await within(
+                    bound, partial(has_stock, http, other, reader_key, product_id, units - 1)
                 )
-                assert response.status_code == 201, response.text
-                assert await has_stock(http, writer, reader_key, product_id, units - 1)
-                stock_seen.append(
-                    await within(
-                        bound, partial(has_stock, http, other, reader_key, product_id, units - 1)
-                    )
-                )
+            )
 
-                # revoked by this test's process: a third one, like the CLI
-                doomed = await factories.new_key(shared_db, account_id)
-                for server in (first, second):
-                    await read_name(http, server, doomed.secret, product_id)  # cached in both
-                async with shared_db.write() as conn:
-                    assert await accounts.revoke_key(conn, doomed.id)
-                url = f"/v1/products/{product_id}"
-                revocation_seen.append(
-                    max(
-                        [
-                            await within(bound, partial(refused, http, s, url, doomed.secret))
-                            for s in (other, writer)
-                        ]
-                    )
+            # revoked by this test's process: a third one, like the CLI
+            doomed = await factories.new_key(shared_db, account_id)
+            for server in (first, second):
+                await read_name(http, server, doomed.secret, product_id)  # cached in both
+            async with shared_db.write() as conn:
+                assert await accounts.revoke_key(conn, doomed.id)
+            url = f"/v1/products/{product_id}"
+            revocation_seen.append(
+                max(
+                    [
+                        await within(bound, partial(refused, http, s, url, doomed.secret))
+                        for s in (other, writer)
+                    ]
                 )
+            )
     print(
         f"{shared_database_url.split(':')[0]}: stock change seen after at most "
         f"{max(stock_seen) * 1000:.1f} ms, revocation after at most "
