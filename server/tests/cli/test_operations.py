@@ -351,9 +351,13 @@ async def test_metrics_add_up_every_worker_and_their_directory_is_removed(
             for _ in range(30):
                 response = await http.get("/v1/products", headers=bearer(key))
                 assert response.status_code == 200
-            # Each worker feeds its metrics in batches, at most FLUSH_SECONDS after a request.
-            await asyncio.sleep(RequestMetrics.FLUSH_SECONDS * 4)
-            # Whichever worker answers, it reports both workers' requests.
+            # Each worker feeds its metrics in batches, at most FLUSH_SECONDS after a request:
+            # until a scrape counts all 30 (a poll with a deadline) ...
+            deadline = time.monotonic() + RequestMetrics.FLUSH_SECONDS * 4 + 10
+            while request_count((await http.get("/metrics")).text, "/v1/products") != 30:
+                assert time.monotonic() < deadline, "the workers' requests were never all counted"
+                await asyncio.sleep(0.05)
+            # ... then whichever worker answers, it reports both workers' requests.
             for _ in range(4):
                 scrape = await http.get("/metrics")
                 assert request_count(scrape.text, "/v1/products") == 30
