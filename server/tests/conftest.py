@@ -28,6 +28,7 @@ from commerce_api.app.factory import create_app
 from commerce_api.settings import Settings, Tier
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import metadata
+from tests import factories
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "COMMERCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -114,11 +115,8 @@ def backend(database_url: str) -> str:
 
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    try:
+    async with factories.opened(database_url) as database:
         yield database
-    finally:
-        await database.dispose()
 
 
 def make_settings(database_url: str, **overrides: object) -> Settings:
@@ -160,13 +158,8 @@ def make_key(db: Database, settings: Settings) -> KeyFactory:
     """``await make_key()`` → a client key for a new account; ``role="admin"`` for an admin key."""
 
     async def make(role: accounts.Role = "client", tier: Tier = "development") -> str:
-        async with db.write() as conn:
-            account_id = None
-            if role == "client":
-                account_id = await accounts.create_account(conn, "Test account", tier)
-            key = await accounts.create_key(
-                conn, settings.environment, account_id=account_id, role=role
-            )
+        account_id = await factories.new_account(db, tier=tier) if role == "client" else None
+        key = await factories.new_key(db, account_id, role=role, environment=settings.environment)
         return key.secret
 
     return make
@@ -180,3 +173,10 @@ async def client_key(make_key: KeyFactory) -> str:
 @pytest.fixture
 async def admin_key(make_key: KeyFactory) -> str:
     return await make_key("admin")
+
+
+@pytest.fixture
+async def product_in_stock(client: httpx.AsyncClient, admin_key: str) -> str:
+    """The id of a product made over HTTP by an admin: 10 in stock at 12.50."""
+    product_id: str = (await factories.create_product(client, admin_key))["id"]
+    return product_id

@@ -2,16 +2,72 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
 from alembic.script import ScriptDirectory
+from fastapi import FastAPI
 from starlette.types import Scope
 
+from commerce_api.app.factory import create_app
+from commerce_api.core.timestamps import utcnow
+from commerce_api.settings import Settings
 from commerce_api.storage.migrations import alembic_config
 
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
+
+class Clock:
+    """A clock a test moves by hand, to stand in for ``utcnow`` where code waits on time:
+    call it for the time (UTC), :meth:`advance` it instead of sleeping."""
+
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now or utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
 
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+@asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """An app built from ``settings``, started (its lifespan run), with an HTTP client on it."""
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            yield application, http
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of an app of its own, built from ``settings`` and started."""
+    async with running_app(settings) as (_, http):
+        yield http
+
+
+PAGINATION_FIELDS = {"total", "limit", "offset", "has_more"}
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")  # as the API writes them
+
+
+async def list_page(
+    client: httpx.AsyncClient, path: str, key: str, **params: str | int
+) -> dict[str, Any]:
+    """A page of a list endpoint (which must answer 200 in the list shape)."""
+    response = await client.get(path, params=params, headers=bearer(key))
+    assert response.status_code == 200, response.text
+    page: dict[str, Any] = response.json()
+    assert set(page) == {"data", "pagination"}
+    assert set(page["pagination"]) == PAGINATION_FIELDS
+    return page
 
 
 def head_revision() -> str:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -88,7 +88,7 @@ def _drain(lines: queue.Queue[str | None], seen: list[str]) -> None:
             seen.append(line)
 
 
-def _wait_until_healthy(process: subprocess.Popen[str], base_url: str, deadline: float) -> None:
+def _wait_until_healthy(process: subprocess.Popen[Any], base_url: str, deadline: float) -> None:
     with httpx.Client(base_url=base_url, timeout=2.0) as http:
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -102,7 +102,7 @@ def _wait_until_healthy(process: subprocess.Popen[str], base_url: str, deadline:
     raise AssertionError(f"/healthz did not answer 200 within {STARTUP_TIMEOUT_SECONDS} s")
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
+def _stop(process: subprocess.Popen[Any]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:

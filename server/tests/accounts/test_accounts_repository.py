@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -21,28 +21,24 @@ from commerce_api.readpath.service import ReadPath
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import accounts as accounts_table
 from commerce_api.storage.tables import api_keys
+from tests.factories import new_account, new_key
+from tests.helpers import Clock
 
 
-async def new_account(db: Database, name: str = "Acme", tier: str = "development") -> str:
-    async with db.write() as conn:
-        return await accounts.create_account(
-            conn, name, "production" if tier == "production" else "development"
-        )
-
-
-async def new_key(
-    db: Database,
-    account_id: str | None,
-    role: accounts.Role = "client",
-    environment: str = "sandbox",
-) -> accounts.CreatedKey:
-    async with db.write() as conn:
-        return await accounts.create_key(
-            conn,
-            "production" if environment == "production" else "sandbox",
-            account_id=account_id,
-            role=role,
-        )
+async def insert_key(
+    conn: Any, key_id: str, account_id: str, key_hash: str, created_at: datetime
+) -> None:
+    """A sandbox client key's row, written straight through the repository."""
+    await repository.insert_key(
+        conn,
+        id=key_id,
+        account_id=account_id,
+        role="client",
+        prefix="sk_sandbox_",
+        last4="abcd",
+        key_hash=key_hash,
+        created_at=created_at,
+    )
 
 
 async def authenticate(
@@ -98,16 +94,16 @@ async def test_create_client_key(db: Database) -> None:
 
 
 async def test_production_instance_issues_live_keys(db: Database) -> None:
-    key = await new_key(db, None, "admin", environment="production")
+    key = await new_key(db, role="admin", environment="production")
     assert key.secret.startswith("sk_live_")
 
 
 async def test_client_key_needs_an_existing_account(db: Database) -> None:
     with pytest.raises(ValueError, match="belongs to an account"):
-        await new_key(db, None, "client")
+        await new_key(db, None)
     missing = new_id("acct")
     with pytest.raises(accounts.AccountNotFound):
-        await new_key(db, missing, "client")
+        await new_key(db, missing)
     async with db.read() as conn:
         assert await accounts.list_keys(conn) == []
 
@@ -119,16 +115,7 @@ async def test_key_hash_is_unique(db: Database) -> None:
     async def insert_two() -> None:
         async with db.write() as conn:
             for key_id in (new_id("key"), new_id("key")):
-                await repository.insert_key(
-                    conn,
-                    id=key_id,
-                    account_id=account_id,
-                    role="client",
-                    prefix="sk_sandbox_",
-                    last4="abcd",
-                    key_hash="0" * 64,
-                    created_at=now,
-                )
+                await insert_key(conn, key_id, account_id, "0" * 64, now)
 
     with pytest.raises(IntegrityError):
         await insert_two()
@@ -137,7 +124,7 @@ async def test_key_hash_is_unique(db: Database) -> None:
 async def test_list_keys_fields(db: Database) -> None:
     account_id = await new_account(db)
     client = await new_key(db, account_id)
-    admin = await new_key(db, None, "admin")
+    admin = await new_key(db, role="admin")
     async with db.read() as conn:
         listed = await accounts.list_keys(conn)
     assert [info.id for info in listed] == [client.id, admin.id]
@@ -172,21 +159,15 @@ async def test_list_keys_ordered_by_creation_then_id(db: Database) -> None:
     ids = ["key_b", "key_a", "key_c"]
     async with db.write() as conn:
         for index, key_id in enumerate(ids):
-            await repository.insert_key(
-                conn,
-                id=key_id,
-                account_id=account_id,
-                role="client",
-                prefix="sk_sandbox_",
-                last4="abcd",
-                key_hash=f"{index:064d}",
-                created_at=at if key_id != "key_c" else at - timedelta(seconds=1),
-            )
+            created_at = at if key_id != "key_c" else at - timedelta(seconds=1)
+            await insert_key(conn, key_id, account_id, f"{index:064d}", created_at)
         listed = await accounts.list_keys(conn)
     assert [info.id for info in listed] == ["key_c", "key_a", "key_b"]
 
 
-async def test_revoke_sets_revoked_at_once(db: Database) -> None:
+async def test_revoke_sets_revoked_at_once(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(datetime(2026, 1, 1, 12, 0, tzinfo=UTC))  # the accounts' time, moved by hand
+    monkeypatch.setattr(accounts, "utcnow", clock)
     account_id = await new_account(db)
     key = await new_key(db, account_id)
     other = await new_key(db, account_id)
@@ -197,8 +178,9 @@ async def test_revoke_sets_revoked_at_once(db: Database) -> None:
     revoked_at = first[key.id].revoked_at
     assert revoked_at is not None
     assert revoked_at.tzinfo is not None
+    assert revoked_at == clock.now
     assert first[other.id].revoked_at is None
-    await asyncio.sleep(0.01)
+    clock.advance(1)
     async with db.write() as conn:
         assert await accounts.revoke_key(conn, key.id)  # still True: the key exists
     async with db.read() as conn:
@@ -230,7 +212,7 @@ async def test_authenticate_production_tier(db: Database) -> None:
 
 
 async def test_authenticate_admin_key(db: Database) -> None:
-    key = await new_key(db, None, "admin")
+    key = await new_key(db, role="admin")
     principal = await authenticate(db, key.secret)
     assert principal.role == "admin"
     assert principal.is_admin

@@ -7,16 +7,14 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from sqlalchemy import select
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import CreatedKey
-from commerce_api.app.factory import create_app
 from commerce_api.settings import Environment, Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import api_keys
-from tests.helpers import bearer
+from tests.helpers import bearer, serving
 from tests.http.test_error_contract import assert_error
 
 PRODUCT: dict[str, object] = {"name": "Mug", "price": 8.5, "category": "kitchen"}
@@ -43,12 +41,8 @@ def assert_unauthorized(response: httpx.Response) -> str:
 @pytest.fixture
 async def production_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """A client of a production instance on the same database."""
-    production = settings.model_copy(update={"environment": "production"})
-    application: FastAPI = create_app(production)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield http
+    async with serving(settings.model_copy(update={"environment": "production"})) as http:
+        yield http
 
 
 # --- roles -------------------------------------------------------------------------------------
@@ -158,25 +152,30 @@ async def test_revoked_and_unknown_keys_get_the_same_answer(
 # --- environments ------------------------------------------------------------------------------
 
 
-async def test_live_key_on_sandbox_instance_is_refused_saying_why(
-    client: httpx.AsyncClient, db: Database
-) -> None:
-    key = await issue_key(db, environment="production")
-    assert key.secret.startswith("sk_live_")
-    message = assert_unauthorized(await client.get("/v1/products", headers=bearer(key.secret)))
-    assert "sandbox" in message
-    assert "sk_live_" in message
-    assert key.secret not in message
+@pytest.fixture
+async def instance(
+    request: pytest.FixtureRequest, settings: Settings
+) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
+    """An instance of the environment ``request.param``: (that environment, a client of it)."""
+    environment: str = request.param
+    async with serving(settings.model_copy(update={"environment": environment})) as http:
+        yield environment, http
 
 
-async def test_sandbox_key_on_production_instance_is_refused_saying_why(
-    production_client: httpx.AsyncClient, db: Database
+@pytest.mark.parametrize(
+    ("instance", "environment", "prefix"),
+    [("sandbox", "production", "sk_live_"), ("production", "sandbox", "sk_sandbox_")],
+    indirect=["instance"],
+)
+async def test_a_key_of_the_other_environment_is_refused_saying_why(
+    db: Database, instance: tuple[str, httpx.AsyncClient], environment: Environment, prefix: str
 ) -> None:
-    key = await issue_key(db, environment="sandbox")
-    response = await production_client.get("/v1/products", headers=bearer(key.secret))
-    message = assert_unauthorized(response)
-    assert "production" in message
-    assert "sk_sandbox_" in message
+    instance_environment, http = instance
+    key = await issue_key(db, environment=environment)
+    assert key.secret.startswith(prefix)
+    message = assert_unauthorized(await http.get("/v1/products", headers=bearer(key.secret)))
+    assert instance_environment in message
+    assert prefix in message
     assert key.secret not in message
 
 

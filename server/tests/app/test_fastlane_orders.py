@@ -42,16 +42,15 @@ from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys, products
 from tests.conftest import KeyFactory, make_settings
-from tests.helpers import bearer, order_scope
+from tests.factories import order_body
+from tests.helpers import TIMESTAMP, bearer, order_scope
 from tests.http.test_error_contract import assert_error
 from tests.orders.test_orders import (
     ITEM_FIELDS,
     ORDER_FIELDS,
     ORDER_ID,
-    TIMESTAMP,
     account_of,
     create_product,
-    order_body,
     snapshot,
 )
 from tests.ratelimit.test_rate_limits import RESET, FakeClock

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,29 +10,24 @@ import httpx
 import pytest
 
 from commerce_api.catalog import repository
+from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.storage.db import Database
-from tests.helpers import bearer
+from tests import factories, helpers
+from tests.helpers import Clock, bearer
 from tests.http.test_error_contract import assert_error
 
 LIST_FIELDS = {"id", "name", "description", "price", "category", "created_at"}
 DETAIL_FIELDS = LIST_FIELDS | {"inventory_count", "updated_at"}
-PAGINATION_FIELDS = {"total", "limit", "offset", "has_more"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 
 BASE_TIME = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def product_body(**overrides: object) -> dict[str, object]:
-    body: dict[str, object] = {
-        "name": "Notebook",
-        "description": "A5, dotted",
-        "price": 12.5,
-        "category": "stationery",
-        "inventory_count": 3,
-    }
-    body.update(overrides)
-    return body
+    return factories.product_body(
+        **{"description": "A5, dotted", "inventory_count": 3, **overrides}
+    )
 
 
 async def create(client: httpx.AsyncClient, admin_key: str, **overrides: object) -> dict[str, Any]:
@@ -76,12 +70,7 @@ async def insert_products(
 
 
 async def list_page(client: httpx.AsyncClient, key: str, **params: str | int) -> dict[str, Any]:
-    response = await client.get("/v1/products", params=params, headers=bearer(key))
-    assert response.status_code == 200, response.text
-    page: dict[str, Any] = response.json()
-    assert set(page) == {"data", "pagination"}
-    assert set(page["pagination"]) == PAGINATION_FIELDS
-    return page
+    return await helpers.list_page(client, "/v1/products", key, **params)
 
 
 def parse_timestamp(value: str) -> datetime:
@@ -477,10 +466,12 @@ async def test_server_managed_fields_cannot_be_set(
 
 
 async def test_patch_changes_only_the_given_fields_and_bumps_updated_at(
-    client: httpx.AsyncClient, admin_key: str, client_key: str
+    client: httpx.AsyncClient, admin_key: str, client_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = Clock(BASE_TIME)  # the catalogue's time, moved by hand
+    monkeypatch.setattr(catalog_service, "utcnow", clock)
     created = await create(client, admin_key)
-    await asyncio.sleep(0.01)  # timestamps have millisecond precision
+    clock.advance(1)
     response = await client.patch(
         f"/v1/products/{created['id']}",
         json={"price": 15.25, "inventory_count": 9},
@@ -495,7 +486,8 @@ async def test_patch_changes_only_the_given_fields_and_bumps_updated_at(
         "inventory_count": 9,
         "updated_at": updated["updated_at"],
     }
-    assert parse_timestamp(updated["updated_at"]) > parse_timestamp(created["updated_at"])
+    assert parse_timestamp(updated["updated_at"]) == clock.now
+    assert parse_timestamp(created["updated_at"]) == clock.now - timedelta(seconds=1)
     fetched = await client.get(f"/v1/products/{created['id']}", headers=bearer(client_key))
     assert fetched.json() == updated
 

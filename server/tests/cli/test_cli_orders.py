@@ -8,15 +8,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
 from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
-from commerce_api.orders import placement
 from commerce_api.orders import service as orders_service
-from commerce_api.orders.schemas import OrderCreate
-from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, orders, products
+from tests import factories
 from tests.cli.test_cli import Cli, query
 
 
@@ -33,36 +29,11 @@ def cli(database_url: str, tmp_path: Path, orders_pycache: Path) -> Cli:
 
 async def place_order(database_url: str, *, quantity: int = 2) -> tuple[str, str, str]:
     """A pending order placed through the service; (order id, account id, product id)."""
-    db = Database(database_url)
-    try:
-        async with db.write() as conn:
-            account_id = await accounts.create_account(conn, "CLI shop")
-            key = await accounts.create_key(conn, "sandbox", account_id=account_id)
-            product_id = new_id("prod")
-            now = utcnow()
-            await conn.execute(
-                products.insert().values(
-                    id=product_id,
-                    name="Mug",
-                    description="",
-                    price_minor=1999,
-                    category="kitchen",
-                    inventory_count=10,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            body = OrderCreate.model_validate_json(
-                '{"customer_id": "cus_cli", '
-                f'"items": [{{"product_id": "{product_id}", "quantity": {quantity}}}], '
-                '"shipping_address": {"street": "1 Main Street", "city": "Springfield", '
-                '"postal_code": "12345", "country": "US"}}'
-            )
-            principal = Principal(key.id, account_id, "client", "development")
-            order = await placement.create_order(conn, principal, body, "USD")
-    finally:
-        await db.dispose()
-    return str(order["id"]), account_id, product_id
+    async with factories.opened(database_url) as db:
+        customer = await factories.new_customer(db, "CLI shop")
+        product_id = await factories.new_product(db, 10, name="Mug", category="kitchen")
+        order = await factories.place_order(db, customer.principal, (product_id, quantity))
+    return str(order["id"]), customer.account_id, product_id
 
 
 async def order_row(database_url: str, order_id: str) -> Any:
@@ -76,13 +47,9 @@ async def event_types(database_url: str, order_id: str) -> list[str]:
 
 
 async def cancel(database_url: str, order_id: str) -> None:
-    db = Database(database_url)
-    try:
-        async with db.write() as conn:
-            operator = Principal(new_id("key"), None, "admin", "production")
-            await orders_service.cancel_order(conn, operator, order_id)
-    finally:
-        await db.dispose()
+    async with factories.opened(database_url) as db, db.write() as conn:
+        operator = Principal(new_id("key"), None, "admin", "production")
+        await orders_service.cancel_order(conn, operator, order_id)
 
 
 async def test_fulfill_marks_the_order_fulfilled_prints_its_id_and_records_the_event(

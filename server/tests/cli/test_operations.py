@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -29,10 +28,10 @@ from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_attempts, webhook_deliveries
 from commerce_api.webhooks.repository import INTERRUPTED
 from tests.conftest import make_settings
+from tests.factories import run_cli
 from tests.helpers import bearer
 from tests.ratelimit.test_rate_limit_processes import base_env, cli
 from tests.ratelimit.test_rate_limits import redis_test_url, unique_redis_prefix
-from tests.server_process import COMMERCE_API
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
 from tests.webhooks.test_webhook_delivery_processes import (
     FAST_DISPATCH,
@@ -153,16 +152,7 @@ async def test_the_server_log_never_contains_a_key_a_webhook_secret_or_a_signatu
 
 def cli_json(env: dict[str, str], workdir: Path) -> str:
     """``keys list --json`` (the whole output: it spans several lines)."""
-    done = subprocess.run(
-        [str(COMMERCE_API), "keys", "list", "--json"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout
+    return run_cli(env, workdir, "keys", "list", "--json")
 
 
 # --- SIGTERM -------------------------------------------------------------------------------------
@@ -361,9 +351,13 @@ async def test_metrics_add_up_every_worker_and_their_directory_is_removed(
             for _ in range(30):
                 response = await http.get("/v1/products", headers=bearer(key))
                 assert response.status_code == 200
-            # Each worker feeds its metrics in batches, at most FLUSH_SECONDS after a request.
-            await asyncio.sleep(RequestMetrics.FLUSH_SECONDS * 4)
-            # Whichever worker answers, it reports both workers' requests.
+            # Each worker feeds its metrics in batches, at most FLUSH_SECONDS after a request:
+            # until a scrape counts all 30 (a poll with a deadline) ...
+            deadline = time.monotonic() + RequestMetrics.FLUSH_SECONDS * 4 + 10
+            while request_count((await http.get("/metrics")).text, "/v1/products") != 30:
+                assert time.monotonic() < deadline, "the workers' requests were never all counted"
+                await asyncio.sleep(0.05)
+            # ... then whichever worker answers, it reports both workers' requests.
             for _ in range(4):
                 scrape = await http.get("/metrics")
                 assert request_count(scrape.text, "/v1/products") == 30

@@ -14,7 +14,6 @@ named by ``COMMERCE_CONSOLE_SCREENSHOTS`` (``docs/console/`` holds the committed
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.factories import ADDRESS, cli_admin_key
 from tests.helpers import bearer
 from tests.http.test_docs_browser import (
     STEP_SECONDS,
@@ -32,12 +32,11 @@ from tests.http.test_docs_browser import (
     chromium_or_skip,
     chromium_page,
 )
-from tests.server_process import COMMERCE_API, running_server
+from tests.server_process import running_server
 from tests.webhook_receiver import running_receiver
 
 pytestmark = pytest.mark.slow
 
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
 
 
@@ -105,21 +104,6 @@ def _text(page: Page) -> str:
     return text
 
 
-def _admin_key(database_url: str, workdir: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
-    env["COMMERCE_DATABASE_URL"] = database_url
-    result = subprocess.run(
-        [str(COMMERCE_API), "keys", "create", "--admin"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return result.stdout.strip().splitlines()[-1]
-
-
 def test_console_signs_in_fulfils_redelivers_and_revokes(tmp_path: Path) -> None:
     binary = chromium_or_skip()
     shots = Path(os.environ.get("COMMERCE_CONSOLE_SCREENSHOTS") or tmp_path)
@@ -133,7 +117,7 @@ def test_console_signs_in_fulfils_redelivers_and_revokes(tmp_path: Path) -> None
     ):
         assert server.key is not None
         client_key = server.key
-        admin_key = _admin_key(database_url, tmp_path)
+        admin_key = cli_admin_key(database_url, tmp_path)
         endpoint = api.post(
             "/v1/webhook_endpoints",
             json={"url": receiver.url("/hook"), "description": "Shop backend"},

@@ -13,11 +13,10 @@ from sqlalchemy import update
 
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_endpoints
+from tests import factories
 from tests.conftest import KeyFactory
 from tests.console.helpers import form_token, page_token, sign_in
 from tests.helpers import bearer
-
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 
 @pytest.fixture
@@ -27,23 +26,12 @@ async def console(client: httpx.AsyncClient, admin_key: str) -> httpx.AsyncClien
 
 
 async def _product(client: httpx.AsyncClient, admin_key: str, **fields: Any) -> dict[str, Any]:
-    body = {"name": "Lamp", "price": 12.5, "category": "home", "inventory_count": 5} | fields
-    response = await client.post("/v1/products", json=body, headers=bearer(admin_key))
-    assert response.status_code == 201, response.text
-    product: dict[str, Any] = response.json()
-    return product
+    lamp = {"name": "Lamp", "category": "home", "inventory_count": 5} | fields
+    return await factories.create_product(client, admin_key, **lamp)
 
 
 async def _order(client: httpx.AsyncClient, client_key: str, product_id: str) -> dict[str, Any]:
-    body = {
-        "customer_id": "cus_42",
-        "items": [{"product_id": product_id, "quantity": 2}],
-        "shipping_address": ADDRESS,
-    }
-    response = await client.post("/v1/orders", json=body, headers=bearer(client_key))
-    assert response.status_code == 201, response.text
-    order: dict[str, Any] = response.json()
-    return order
+    return await factories.place_ok(client, client_key, (product_id, 2), customer_id="cus_42")
 
 
 async def test_create_edit_and_archive_a_product(

@@ -20,9 +20,10 @@ from commerce_api.events import service as event_service
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, webhook_attempts, webhook_deliveries
 from tests.conftest import KeyFactory
+from tests.factories import place_ok
 from tests.helpers import bearer
 from tests.http.test_error_contract import assert_error
-from tests.orders.test_orders import account_of, action, create_product, place_ok
+from tests.orders.test_orders import account_of, action, create_product
 
 EVENT_FIELDS = {"id", "type", "created_at", "data"}
 DELIVERY_FIELDS = {"endpoint_id", "status", "next_attempt_at", "attempts"}

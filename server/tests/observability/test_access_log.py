@@ -149,10 +149,11 @@ def access_line(number: int) -> Request:
     return Request(f"req_{number:024d}", "acct_x", "key_x", "/v1/products", "GET", 200, 0.001)
 
 
-async def wait_for_writes(stderr: FakeStderr) -> None:
+async def wait_for_writes(stderr: FakeStderr, count: int = 1) -> None:
+    """Until ``count`` writes have been made (a poll with a deadline)."""
     deadline = time.monotonic() + WAIT_SECONDS
-    while not stderr.writes:
-        assert time.monotonic() < deadline, f"nothing written within {WAIT_SECONDS} s"
+    while len(stderr.writes) < count:
+        assert time.monotonic() < deadline, f"not {count} writes within {WAIT_SECONDS} s"
         await asyncio.sleep(0.005)
 
 
@@ -264,10 +265,7 @@ async def test_a_few_lines_are_written_by_the_timer(stderr: FakeStderr) -> None:
     access_line(2).record(log)
     assert len(stderr.writes) == 1
     await asyncio.sleep(0)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while len(stderr.writes) < 2:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.005)
+    await wait_for_writes(stderr, 2)
     assert json.loads(stderr.writes[1])["request_id"] == f"req_{2:024d}"
 
 
@@ -296,11 +294,19 @@ async def test_batch_lines_lines_are_written_at_once(stderr: FakeStderr) -> None
     for number in range(BATCH_LINES - 1):
         access_line(number).record(log)
     assert stderr.writes == []
+    timer = log._batch.timer
+    assert timer is not None
     access_line(BATCH_LINES - 1).record(log)
     assert len(stderr.lines) == BATCH_LINES, "written without waiting for the timer"
     assert log._batch.timer is None, "the timer of the written batch is cancelled"
-    await asyncio.sleep(FLUSH_SECONDS * 2)  # the cancelled timer writes nothing more
-    assert len(stderr.lines) == BATCH_LINES
+    assert timer.cancelled(), "so it writes nothing more"
+    # A sentinel: the next line's timer fires after the cancelled one would have; by then
+    # only that line has been written since.
+    written = len(stderr.writes)
+    access_line(BATCH_LINES).record(log)
+    await wait_for_writes(stderr, written + 1)
+    assert len(stderr.writes) == written + 1
+    assert len(stderr.lines) == BATCH_LINES + 1
 
 
 def test_without_a_running_loop_each_line_is_written_at_once(stderr: FakeStderr) -> None:

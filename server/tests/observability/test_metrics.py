@@ -9,8 +9,6 @@ from __future__ import annotations
 import errno
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -28,15 +26,14 @@ from commerce_api.core.timestamps import utcnow
 from commerce_api.http.middleware import is_storage_full
 from commerce_api.http.pipeline import route_template
 from commerce_api.orders import placement
-from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_deliveries
 from tests.conftest import KeyFactory, make_settings
-from tests.helpers import bearer, order_scope
-from tests.orders.test_orders import create_product, order_body
+from tests.factories import ADDRESS, order_body
+from tests.helpers import bearer, order_scope, serving
+from tests.orders.test_orders import create_product
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 
 async def scrape(client: httpx.AsyncClient) -> Samples:
@@ -60,15 +57,6 @@ def requests_counted(
     name = "commerce_http_requests_total"
     labels = {"route": route, "method": method, "status": str(status)}
     return value(after, name, **labels) - value(before, name, **labels)
-
-
-@asynccontextmanager
-async def serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield http
 
 
 async def test_requests_are_counted_by_route_template_method_and_status(

@@ -26,19 +26,15 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from commerce_api.accounts import service as accounts
-from commerce_api.catalog import repository as catalog
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, order_items, orders
+from tests import factories
 from tests.helpers import bearer
 from tests.server_process import RunningServer, running_servers
 
 pytestmark = pytest.mark.slow
 
 REQUEST_TIMEOUT_SECONDS = 60.0
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,32 +86,12 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 async def new_client_key(db: Database) -> tuple[str, str]:
     """A new account and a client key for it: (account id, secret)."""
-    async with db.write() as conn:
-        account_id = await accounts.create_account(conn, "Concurrency test")
-        key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
-    return account_id, key.secret
+    customer = await factories.new_customer(db, "Concurrency test")
+    return customer.account_id, customer.secret
 
 
 async def new_products(db: Database, *stocks: int) -> list[str]:
-    """Products with these stocks; their ids sort in the order given (the lock order)."""
-    ids = sorted(new_id("prod") for _ in stocks)
-    now = utcnow()
-    async with db.write() as conn:
-        for product_id, stock in zip(ids, stocks, strict=True):
-            await catalog.insert(
-                conn,
-                {
-                    "id": product_id,
-                    "name": f"Widget {product_id[-6:]}",
-                    "description": "",
-                    "price_minor": 1250,
-                    "category": "concurrency",
-                    "inventory_count": stock,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-    return ids
+    return await factories.new_products(db, *stocks, price_minor=1250, category="concurrency")
 
 
 async def order_count(db: Database, account_id: str) -> int:
@@ -150,11 +126,8 @@ async def units_ordered(db: Database, product_id: str) -> int:
 
 
 def order_body(*product_ids: str) -> dict[str, Any]:
-    return {
-        "customer_id": "cus_concurrency",
-        "items": [{"product_id": product_id, "quantity": 1} for product_id in product_ids],
-        "shipping_address": ADDRESS,
-    }
+    items = [(product_id, 1) for product_id in product_ids]
+    return factories.order_body(*items, customer_id="cus_concurrency")
 
 
 def base_urls(cluster: Cluster, spread: int) -> list[str]:

@@ -25,8 +25,11 @@ from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import api_keys, events, order_items, orders, products
+from tests import factories, helpers
 from tests.conftest import KeyFactory, make_settings
-from tests.helpers import bearer
+from tests.factories import ADDRESS, order_body, place_ok
+from tests.factories import post_order as place
+from tests.helpers import TIMESTAMP, bearer
 from tests.http.test_error_contract import assert_error
 
 ORDER_FIELDS = {
@@ -43,30 +46,10 @@ ORDER_FIELDS = {
     "canceled_at",
 }
 ITEM_FIELDS = {"product_id", "name", "quantity", "unit_price"}
-PAGINATION_FIELDS = {"total", "limit", "offset", "has_more"}
-TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 ORDER_ID = re.compile(r"^ord_[A-Za-z0-9]+$")
 EVENT_ID = re.compile(r"^evt_[A-Za-z0-9]+$")
 
-ADDRESS: dict[str, object] = {
-    "street": "1 Main Street",
-    "city": "Springfield",
-    "postal_code": "12345",
-    "country": "US",
-}
-
-
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def order_body(*items: tuple[str, object], **overrides: object) -> dict[str, object]:
-    body: dict[str, object] = {
-        "customer_id": "cus_123",
-        "items": [{"product_id": product_id, "quantity": qty} for product_id, qty in items],
-        "shipping_address": dict(ADDRESS),
-    }
-    body.update(overrides)
-    return body
 
 
 def fake_items(count: int) -> list[tuple[str, object]]:
@@ -74,43 +57,10 @@ def fake_items(count: int) -> list[tuple[str, object]]:
     return [(f"prod_fake{index}", 1) for index in range(count)]
 
 
-async def create_product(
-    client: httpx.AsyncClient,
-    admin_key: str,
-    *,
-    price: float = 12.5,
-    inventory_count: int = 10,
-    name: str = "Notebook",
-) -> str:
-    response = await client.post(
-        "/v1/products",
-        json={
-            "name": name,
-            "description": "",
-            "price": price,
-            "category": "stationery",
-            "inventory_count": inventory_count,
-        },
-        headers=bearer(admin_key),
-    )
-    assert response.status_code == 201, response.text
-    product_id: str = response.json()["id"]
+async def create_product(client: httpx.AsyncClient, admin_key: str, **overrides: object) -> str:
+    """A product made over HTTP (10 in stock at 12.50 unless overridden): its id."""
+    product_id: str = (await factories.create_product(client, admin_key, **overrides))["id"]
     return product_id
-
-
-async def place(
-    client: httpx.AsyncClient, key: str, body: dict[str, object] | list[object]
-) -> httpx.Response:
-    return await client.post("/v1/orders", json=body, headers=bearer(key))
-
-
-async def place_ok(
-    client: httpx.AsyncClient, key: str, *items: tuple[str, object], **overrides: object
-) -> dict[str, Any]:
-    response = await place(client, key, order_body(*items, **overrides))
-    assert response.status_code == 201, response.text
-    order: dict[str, Any] = response.json()
-    return order
 
 
 async def action(client: httpx.AsyncClient, key: str, order_id: str, verb: str) -> httpx.Response:
@@ -125,12 +75,7 @@ async def stock(client: httpx.AsyncClient, key: str, product_id: str) -> int:
 
 
 async def list_orders(client: httpx.AsyncClient, key: str, **params: str | int) -> dict[str, Any]:
-    response = await client.get("/v1/orders", params=params, headers=bearer(key))
-    assert response.status_code == 200, response.text
-    page: dict[str, Any] = response.json()
-    assert set(page) == {"data", "pagination"}
-    assert set(page["pagination"]) == PAGINATION_FIELDS
-    return page
+    return await helpers.list_page(client, "/v1/orders", key, **params)
 
 
 async def account_of(db: Database, key: str) -> str:
@@ -616,11 +561,11 @@ async def test_creating_an_order_needs_a_key(client: httpx.AsyncClient) -> None:
 async def test_another_accounts_order_is_404_for_every_verb(
     db: Database,
     client: httpx.AsyncClient,
-    admin_key: str,
+    product_in_stock: str,
     client_key: str,
     make_key: KeyFactory,
 ) -> None:
-    product_id = await create_product(client, admin_key)
+    product_id = product_in_stock
     order = await place_ok(client, client_key, (product_id, 1))
     other = await make_key()
     before = await snapshot(db)
@@ -691,20 +636,10 @@ async def insert_orders(
     """``count`` orders written directly; ``same_time_every`` of them share a created_at."""
     start = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     ids: list[tuple[datetime, str]] = []
+    product_id = await factories.new_product(
+        db, 0, name="Thing", price_minor=100, category="things", created_at=start
+    )
     async with db.write() as conn:
-        product_id = new_id("prod")
-        await conn.execute(
-            products.insert().values(
-                id=product_id,
-                name="Thing",
-                description="",
-                price_minor=100,
-                category="things",
-                inventory_count=0,
-                created_at=start,
-                updated_at=start,
-            )
-        )
         for index in range(count):
             created = start + timedelta(seconds=index // same_time_every)
             order_id = new_id("ord")
@@ -901,25 +836,31 @@ async def test_an_admin_key_fulfils_an_order(
     assert fetched.json() == fulfilled
 
 
-async def test_an_admin_key_cancels_any_accounts_order(
-    client: httpx.AsyncClient, admin_key: str, client_key: str
+@pytest.mark.parametrize(
+    ("actor", "quantity", "verb", "status", "stock_after"),
+    [
+        pytest.param("admin", 4, "cancel", "canceled", 10, id="an-admin-cancels-any-accounts"),
+        pytest.param("client", 1, "fulfill", "fulfilled", 9, id="in-the-sandbox-the-owner-fulfils"),
+    ],
+)
+async def test_who_may_cancel_or_fulfil_an_order(
+    client: httpx.AsyncClient,
+    admin_key: str,
+    client_key: str,
+    actor: str,
+    quantity: int,
+    verb: str,
+    status: str,
+    stock_after: int,
 ) -> None:
     product_id = await create_product(client, admin_key)
-    order = await place_ok(client, client_key, (product_id, 4))
-    response = await action(client, admin_key, order["id"], "cancel")
+    order = await place_ok(client, client_key, (product_id, quantity))
+    response = await action(
+        client, admin_key if actor == "admin" else client_key, order["id"], verb
+    )
     assert response.status_code == 200, response.text
-    assert response.json()["status"] == "canceled"
-    assert await stock(client, client_key, product_id) == 10
-
-
-async def test_in_the_sandbox_the_owning_client_may_fulfil_its_order(
-    client: httpx.AsyncClient, admin_key: str, client_key: str
-) -> None:
-    product_id = await create_product(client, admin_key)
-    order = await place_ok(client, client_key, (product_id, 1))
-    response = await action(client, client_key, order["id"], "fulfill")
-    assert response.status_code == 200, response.text
-    assert response.json()["status"] == "fulfilled"
+    assert response.json()["status"] == status
+    assert await stock(client, client_key, product_id) == stock_after
 
 
 @pytest.mark.parametrize(
@@ -1148,11 +1089,12 @@ async def test_a_crash_mid_request_is_a_500_and_leaves_nothing_behind(
 async def test_a_crash_during_a_transition_leaves_the_order_unchanged(
     db: Database,
     client: httpx.AsyncClient,
-    admin_key: str,
+    product_in_stock: str,
     client_key: str,
+    admin_key: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    product_id = await create_product(client, admin_key)
+    product_id = product_in_stock
     order = await place_ok(client, client_key, (product_id, 4))
     before = await snapshot(db)
 

@@ -25,21 +25,17 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
-from commerce_api.catalog import repository as catalog
 from commerce_api.core.errors import APIError
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
 from commerce_api.orders import placement, service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, order_items, orders, products
+from tests import factories
 
 PRODUCTS = 3
 MAX_EXAMPLES = 40
 MAX_STEPS = 25
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 
 # --- the steps ----------------------------------------------------------------------------------
@@ -163,45 +159,16 @@ def check(state: State, model: Model) -> None:
 
 
 async def new_principal(db: Database) -> Principal:
-    async with db.write() as conn:
-        account_id = await accounts.create_account(conn, "Stock invariant")
-        key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
-    return Principal(key_id=key.id, account_id=account_id, role="client", tier="development")
+    return (await factories.new_customer(db, "Stock invariant")).principal
 
 
 async def new_products(db: Database, stocks: Sequence[int]) -> list[str]:
-    """Products with these stocks; their ids sort in the order given (the lock order)."""
-    ids = sorted(new_id("prod") for _ in stocks)
-    now = utcnow()
-    async with db.write() as conn:
-        for product_id, stock in zip(ids, stocks, strict=True):
-            await catalog.insert(
-                conn,
-                {
-                    "id": product_id,
-                    "name": f"Widget {product_id[-6:]}",
-                    "description": "",
-                    "price_minor": 500,
-                    "category": "invariant",
-                    "inventory_count": stock,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-    return ids
+    return await factories.new_products(db, *stocks, price_minor=500, category="invariant")
 
 
 def order_request(product_ids: Sequence[str], lines: Sequence[tuple[int, int]]) -> OrderCreate:
-    return OrderCreate.model_validate(
-        {
-            "customer_id": "cus_invariant",
-            "items": [
-                {"product_id": product_ids[index], "quantity": quantity}
-                for index, quantity in lines
-            ],
-            "shipping_address": ADDRESS,
-        }
-    )
+    items = [(product_ids[index], quantity) for index, quantity in lines]
+    return factories.order_create(*items, customer_id="cus_invariant")
 
 
 # --- running a step -----------------------------------------------------------------------------
@@ -351,6 +318,13 @@ async def test_stock_is_conserved_by_creates_cancels_and_fulfilments(
 # --- a crash between the stock change and the event ---------------------------------------------
 
 
+async def crash_set_up(db: Database) -> tuple[Principal, str, list[str]]:
+    """A principal, its account id, and two products with 5 and 2 in stock."""
+    principal = await new_principal(db)
+    assert principal.account_id is not None
+    return principal, principal.account_id, await new_products(db, [5, 2])
+
+
 async def _crash(*_args: Any, **_kwargs: Any) -> str:
     raise RuntimeError("crash while writing the event")
 
@@ -358,10 +332,8 @@ async def _crash(*_args: Any, **_kwargs: Any) -> str:
 async def test_a_crash_before_the_event_rolls_back_the_reservation(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    principal = await new_principal(db)
-    assert principal.account_id is not None
-    product_ids = await new_products(db, [5, 2])
-    before = await read_state(db, principal.account_id, product_ids)
+    principal, account_id, product_ids = await crash_set_up(db)
+    before = await read_state(db, account_id, product_ids)
     monkeypatch.setattr(placement, "record_events", _crash)
 
     with pytest.raises(RuntimeError, match="crash while writing the event"):
@@ -370,7 +342,7 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
                 conn, principal, order_request(product_ids, [(0, 3), (1, 2)]), "USD"
             )
 
-    after = await read_state(db, principal.account_id, product_ids)
+    after = await read_state(db, account_id, product_ids)
     assert after == before
     assert after.stock == (5, 2)
     assert after.statuses == {}
@@ -386,14 +358,9 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
 async def test_a_crash_before_the_cancel_event_keeps_the_order_and_its_reservation(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    principal = await new_principal(db)
-    assert principal.account_id is not None
-    product_ids = await new_products(db, [5, 2])
-    async with db.write() as conn:
-        order = await placement.create_order(
-            conn, principal, order_request(product_ids, [(0, 3), (1, 2)]), "USD"
-        )
-    before = await read_state(db, principal.account_id, product_ids)
+    principal, account_id, product_ids = await crash_set_up(db)
+    order = await factories.place_order(db, principal, (product_ids[0], 3), (product_ids[1], 2))
+    before = await read_state(db, account_id, product_ids)
     assert before.stock == (2, 0)
     monkeypatch.setattr(service, "record_event", _crash)
 
@@ -401,7 +368,7 @@ async def test_a_crash_before_the_cancel_event_keeps_the_order_and_its_reservati
         async with db.write() as conn:
             await service.cancel_order(conn, principal, order["id"])
 
-    after = await read_state(db, principal.account_id, product_ids)
+    after = await read_state(db, account_id, product_ids)
     assert after == before
     assert after.statuses == {order["id"]: "pending"}
     assert after.events == Counter({"order.created": 1})

@@ -11,7 +11,6 @@ import logging
 import math
 import time
 import types
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -26,11 +25,6 @@ from commerce_api.ratelimit.stores import (
 )
 from commerce_api.settings import Settings
 from tests.conftest import make_settings
-from tests.ratelimit.test_rate_limits import (
-    delete_redis_prefix,
-    redis_test_url,
-    unique_redis_prefix,
-)
 
 HOUR = 3600
 # Some time in the middle of an hour-long window (not on a boundary), with a fraction.
@@ -166,20 +160,10 @@ async def test_two_processes_agree_on_the_reset_without_sharing_anything() -> No
     assert a.reset == b.reset == WINDOW_START + HOUR
 
 
-@pytest.fixture
-async def redis_store() -> AsyncIterator[tuple[str, str]]:
-    url = await redis_test_url()
-    prefix = unique_redis_prefix()
-    try:
-        yield url, prefix
-    finally:
-        await delete_redis_prefix(url, prefix)
-
-
 async def test_two_processes_on_redis_share_one_count_and_one_reset(
-    redis_store: tuple[str, str],
+    redis_prefix: tuple[str, str],
 ) -> None:
-    url, prefix = redis_store
+    url, prefix = redis_prefix
     stores = [RedisStore(url, prefix), RedisStore(url, prefix)]
     try:
         first = RateLimiter(limiter_settings(), stores[0], clock=FakeClock(WINDOW_START + 1.0))
@@ -323,9 +307,9 @@ def counting_rounds(store: RedisStore) -> list[int]:
 
 
 async def test_concurrent_hits_on_redis_share_round_trips_and_count_exactly(
-    redis_store: tuple[str, str],
+    redis_prefix: tuple[str, str],
 ) -> None:
-    url, prefix = redis_store
+    url, prefix = redis_prefix
     store = RedisStore(url, prefix)
     try:
         sent = counting_rounds(store)
@@ -349,12 +333,12 @@ async def test_concurrent_hits_on_redis_share_round_trips_and_count_exactly(
 
 
 async def test_processes_leasing_from_redis_never_admit_more_than_the_limit(
-    redis_store: tuple[str, str],
+    redis_prefix: tuple[str, str],
 ) -> None:
     """Two stores (two processes' worth) on one counter, 3,000 requests at a quota of 1,000:
     at most 1,000 admitted, at most two leases each fewer (the block in use and the one leased
     ahead), each with its own place, and far fewer round trips than requests."""
-    url, prefix = redis_store
+    url, prefix = redis_prefix
     stores = [RedisStore(url, prefix), RedisStore(url, prefix)]
     limit, requests = 1000, 3000
     try:
@@ -412,11 +396,11 @@ async def test_requests_waiting_on_a_frozen_redis_all_fail_within_one_timeout() 
 
 
 async def test_a_steady_stream_of_requests_never_waits_for_redis(
-    redis_store: tuple[str, str],
+    redis_prefix: tuple[str, str],
 ) -> None:
     """The next block is leased while half a lease is left, so requests arriving faster than
     one per round trip but slower than half a lease per round trip never wait for one."""
-    url, prefix = redis_store
+    url, prefix = redis_prefix
     store = RedisStore(url, prefix)
     send = store._rounds._send
 

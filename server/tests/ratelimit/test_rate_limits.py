@@ -92,17 +92,6 @@ async def delete_redis_prefix(url: str, prefix: str) -> None:
         await redis.aclose()
 
 
-@pytest.fixture
-async def redis_prefix() -> AsyncIterator[tuple[str, str]]:
-    """``(url, prefix)`` of the test Redis; the prefix's keys are deleted after the test."""
-    url = await redis_test_url()
-    prefix = unique_redis_prefix()
-    try:
-        yield url, prefix
-    finally:
-        await delete_redis_prefix(url, prefix)
-
-
 # --- apps and clients ----------------------------------------------------------------------------
 
 

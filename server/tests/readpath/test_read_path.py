@@ -47,6 +47,7 @@ from commerce_api.storage import freshness
 from commerce_api.storage.db import Database
 from commerce_api.storage.freshness import Versions
 from tests.conftest import make_settings
+from tests.factories import ADDRESS
 from tests.helpers import bearer
 from tests.http.test_error_contract import assert_error
 
@@ -54,7 +55,6 @@ SNAPSHOT_TIMEOUT_SECONDS = 10.0
 BASE_TIME = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 CATEGORIES = ("books", "toys", "garden", "café 日本")  # the last one percent-encoded
 RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 # The database path's own functions, kept before the spy replaces the module attribute.
 DB_LIST_PRODUCTS = catalog_service.list_products

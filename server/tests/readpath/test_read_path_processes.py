@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,18 +28,15 @@ import httpx
 import pytest
 
 from commerce_api.accounts import service as accounts
-from commerce_api.catalog import repository
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.db import Database
-from tests.helpers import ADDRESS, bearer
-from tests.server_process import COMMERCE_API, RunningServer, running_servers
+from tests import factories
+from tests.helpers import bearer
+from tests.server_process import RunningServer, running_servers
 
 pytestmark = pytest.mark.slow
 
 REQUEST_TIMEOUT_SECONDS = 30.0
 WARM_UP_TIMEOUT_SECONDS = 30.0
-CLI_TIMEOUT_SECONDS = 60.0
 ROUNDS = 20
 REVOKE_EVERY = 5  # a revocation round: 0, 5, 10, 15 (each CLI run costs ~2 s)
 IMPORT_ROUNDS = frozenset({7})  # rounds that also rename through `products import`
@@ -75,62 +72,26 @@ def shared_database_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def shared_db(shared_database_url: str) -> AsyncIterator[Database]:
-    database = Database(shared_database_url)
-    try:
+    async with factories.opened(shared_database_url) as database:
         yield database
-    finally:
-        await database.dispose()
 
 
 async def cli(database_url: str, workdir: Path, *args: str) -> str:
     """Run ``commerce-api`` with only ``COMMERCE_DATABASE_URL`` set; its standard output."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
-    env["COMMERCE_DATABASE_URL"] = database_url
-    process = await asyncio.create_subprocess_exec(
-        str(COMMERCE_API),
-        *args,
-        cwd=workdir,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    return await asyncio.to_thread(
+        factories.run_cli, factories.cli_env(database_url), workdir, *args
     )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), CLI_TIMEOUT_SECONDS)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    assert process.returncode == 0, f"{args} failed ({process.returncode}): {stderr.decode()}"
-    return stdout.decode()
 
 
-async def new_client_key(db: Database, account_id: str) -> accounts.CreatedKey:
-    async with db.write() as conn:
-        return await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
-
-
-async def set_up(db: Database) -> tuple[str, str, str]:
-    """An admin key, a client account, and a product: (admin secret, account id, product id)."""
-    product_id = new_id("prod")
-    now = utcnow()
-    async with db.write() as conn:
-        admin = await accounts.create_key(conn, "sandbox", account_id=None, role="admin")
-        account_id = await accounts.create_account(conn, "Read path e2e")
-        await repository.insert(
-            conn,
-            {
-                "id": product_id,
-                "name": "Original",
-                "description": "",
-                "price_minor": 1250,
-                "category": CATEGORY,
-                "inventory_count": 1000,
-                "created_at": now,
-                "updated_at": now,
-            },
-        )
-    return admin.secret, account_id, product_id
+async def set_up(db: Database) -> tuple[str, str, str, str]:
+    """An admin key, a client account with a key, and a product: (admin secret, account id,
+    product id, client secret)."""
+    admin = await factories.new_key(db, role="admin")
+    customer = await factories.new_customer(db, "Read path e2e")
+    product_id = await factories.new_product(
+        db, 1000, name="Original", price_minor=1250, category=CATEGORY
+    )
+    return admin.secret, customer.account_id, product_id, customer.secret
 
 
 async def warm_up(
@@ -146,6 +107,20 @@ async def warm_up(
             return
         assert time.monotonic() < deadline, f"{server.base_url} never listed the product"
         await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def two_warm_servers(
+    database_url: str, workdir: Path, key: str, product_id: str
+) -> AsyncIterator[tuple[RunningServer, RunningServer, httpx.AsyncClient]]:
+    """Two servers on the database, each listing the product (their snapshots are warm), and an
+    HTTP client, closed before the servers stop so that no idle connection delays their
+    shutdown."""
+    with running_servers(database_url, workdir, 2) as (first, second):
+        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
+            for server in (first, second):
+                await warm_up(http, server, key, product_id)
+            yield first, second, http
 
 
 async def read_name(
@@ -184,58 +159,54 @@ async def refused(http: httpx.AsyncClient, server: RunningServer, url: str, key:
 async def test_writes_and_revocations_are_seen_at_once_by_every_process(
     shared_database_url: str, shared_db: Database, tmp_path: Path
 ) -> None:
-    admin_key, account_id, product_id = await set_up(shared_db)
-    reader_key = (await new_client_key(shared_db, account_id)).secret
+    admin_key, account_id, product_id, reader_key = await set_up(shared_db)
     bound = bound_for(shared_database_url)
-    with running_servers(shared_database_url, tmp_path, 2) as (first, second):
-        # closed before the servers stop, so that no idle connection delays their shutdown
-        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
-            for server in (first, second):
-                await warm_up(http, server, reader_key, product_id)
-            for round_ in range(ROUNDS):
-                writer, other = (first, second) if round_ % 2 == 0 else (second, first)
+    servers = two_warm_servers(shared_database_url, tmp_path, reader_key, product_id)
+    async with servers as (first, second, http):
+        for round_ in range(ROUNDS):
+            writer, other = (first, second) if round_ % 2 == 0 else (second, first)
 
-                # a rename through one process is seen by the very next read of the other
-                name = f"Round {round_} {secrets.token_hex(3)}"
-                response = await http.patch(
-                    f"{writer.base_url}/v1/products/{product_id}",
-                    json={"name": name},
-                    headers=bearer(admin_key),
+            # a rename through one process is seen by the very next read of the other
+            name = f"Round {round_} {secrets.token_hex(3)}"
+            response = await http.patch(
+                f"{writer.base_url}/v1/products/{product_id}",
+                json={"name": name},
+                headers=bearer(admin_key),
+            )
+            assert response.status_code == 200, response.text
+            assert await has_name(http, writer, reader_key, product_id, name)
+            await within(bound, partial(has_name, http, other, reader_key, product_id, name))
+
+            # a rename through the CLI (a third process) is seen by both
+            if round_ in IMPORT_ROUNDS:
+                name = f"Imported {round_} {secrets.token_hex(3)}"
+                records = tmp_path / f"import-{round_}.json"
+                records.write_text(json.dumps([{"id": product_id, "name": name}]))
+                output = await cli(
+                    shared_database_url, tmp_path, "products", "import", str(records)
                 )
-                assert response.status_code == 200, response.text
-                assert await has_name(http, writer, reader_key, product_id, name)
-                await within(bound, partial(has_name, http, other, reader_key, product_id, name))
-
-                # a rename through the CLI (a third process) is seen by both
-                if round_ in IMPORT_ROUNDS:
-                    name = f"Imported {round_} {secrets.token_hex(3)}"
-                    records = tmp_path / f"import-{round_}.json"
-                    records.write_text(json.dumps([{"id": product_id, "name": name}]))
-                    output = await cli(
-                        shared_database_url, tmp_path, "products", "import", str(records)
+                assert "updated=1" in output, output
+                for server in (other, writer):
+                    await within(
+                        bound, partial(has_name, http, server, reader_key, product_id, name)
                     )
-                    assert "updated=1" in output, output
-                    for server in (other, writer):
-                        await within(
-                            bound, partial(has_name, http, server, reader_key, product_id, name)
-                        )
 
-                # a key revoked by the CLI is refused within the bound, in either process
-                if round_ % REVOKE_EVERY == 0:
-                    doomed = await new_client_key(shared_db, account_id)
-                    for server in (first, second):  # cached in both processes
-                        for _ in range(3):
-                            await read_name(http, server, doomed.secret, product_id)
-                    assert (
-                        await cli(shared_database_url, tmp_path, "keys", "revoke", doomed.id)
-                    ).strip()
-                    order = (other, writer) if round_ % 10 == 0 else (writer, other)
-                    urls = ["/v1/products", f"/v1/products/{product_id}", "/v1/orders"]
-                    for server in order:
-                        for url in urls:
-                            await within(bound, partial(refused, http, server, url, doomed.secret))
-                    for server in order:  # the account's other key is unaffected
-                        await read_name(http, server, reader_key, product_id)
+            # a key revoked by the CLI is refused within the bound, in either process
+            if round_ % REVOKE_EVERY == 0:
+                doomed = await factories.new_key(shared_db, account_id)
+                for server in (first, second):  # cached in both processes
+                    for _ in range(3):
+                        await read_name(http, server, doomed.secret, product_id)
+                assert (
+                    await cli(shared_database_url, tmp_path, "keys", "revoke", doomed.id)
+                ).strip()
+                order = (other, writer) if round_ % 10 == 0 else (writer, other)
+                urls = ["/v1/products", f"/v1/products/{product_id}", "/v1/orders"]
+                for server in order:
+                    for url in urls:
+                        await within(bound, partial(refused, http, server, url, doomed.secret))
+                for server in order:  # the account's other key is unaffected
+                    await read_name(http, server, reader_key, product_id)
 
 
 async def inventory(
@@ -262,50 +233,43 @@ async def test_another_process_sees_a_stock_change_and_a_revocation_within_the_b
     """Measured, not just checked: how long after the writer's answer (or commit) the other
     process first answered with the change, for each of ``MEASURED_ROUNDS`` stock changes and
     revocations; every one within the bound (on SQLite, the very next request)."""
-    _, account_id, product_id = await set_up(shared_db)
-    reader_key = (await new_client_key(shared_db, account_id)).secret
+    _, account_id, product_id, reader_key = await set_up(shared_db)
     bound = bound_for(shared_database_url)
-    with running_servers(shared_database_url, tmp_path, 2) as (first, second):
-        async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_SECONDS) as http:
-            for server in (first, second):
-                await warm_up(http, server, reader_key, product_id)
-            stock_seen: list[float] = []
-            revocation_seen: list[float] = []
-            for round_ in range(MEASURED_ROUNDS):
-                writer, other = (first, second) if round_ % 2 == 0 else (second, first)
-                units = await inventory(http, other, reader_key, product_id)  # cached there
-                response = await http.post(
-                    f"{writer.base_url}/v1/orders",
-                    json={
-                        "customer_id": "cus_bound",
-                        "items": [{"product_id": product_id, "quantity": 1}],
-                        "shipping_address": ADDRESS,
-                    },
-                    headers=bearer(reader_key),
+    servers = two_warm_servers(shared_database_url, tmp_path, reader_key, product_id)
+    async with servers as (first, second, http):
+        stock_seen: list[float] = []
+        revocation_seen: list[float] = []
+        for round_ in range(MEASURED_ROUNDS):
+            writer, other = (first, second) if round_ % 2 == 0 else (second, first)
+            units = await inventory(http, other, reader_key, product_id)  # cached there
+            response = await http.post(
+                f"{writer.base_url}/v1/orders",
+                json=factories.order_body((product_id, 1), customer_id="cus_bound"),
+                headers=bearer(reader_key),
+            )
+            assert response.status_code == 201, response.text
+            assert await has_stock(http, writer, reader_key, product_id, units - 1)
+            stock_seen.append(
+                await within(
+                    bound, partial(has_stock, http, other, reader_key, product_id, units - 1)
                 )
-                assert response.status_code == 201, response.text
-                assert await has_stock(http, writer, reader_key, product_id, units - 1)
-                stock_seen.append(
-                    await within(
-                        bound, partial(has_stock, http, other, reader_key, product_id, units - 1)
-                    )
-                )
+            )
 
-                # revoked by this test's process: a third one, like the CLI
-                doomed = await new_client_key(shared_db, account_id)
-                for server in (first, second):
-                    await read_name(http, server, doomed.secret, product_id)  # cached in both
-                async with shared_db.write() as conn:
-                    assert await accounts.revoke_key(conn, doomed.id)
-                url = f"/v1/products/{product_id}"
-                revocation_seen.append(
-                    max(
-                        [
-                            await within(bound, partial(refused, http, s, url, doomed.secret))
-                            for s in (other, writer)
-                        ]
-                    )
+            # revoked by this test's process: a third one, like the CLI
+            doomed = await factories.new_key(shared_db, account_id)
+            for server in (first, second):
+                await read_name(http, server, doomed.secret, product_id)  # cached in both
+            async with shared_db.write() as conn:
+                assert await accounts.revoke_key(conn, doomed.id)
+            url = f"/v1/products/{product_id}"
+            revocation_seen.append(
+                max(
+                    [
+                        await within(bound, partial(refused, http, s, url, doomed.secret))
+                        for s in (other, writer)
+                    ]
                 )
+            )
     print(
         f"{shared_database_url.split(':')[0]}: stock change seen after at most "
         f"{max(stock_seen) * 1000:.1f} ms, revocation after at most "

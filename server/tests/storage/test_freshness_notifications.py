@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import pytest
@@ -96,30 +97,39 @@ async def test_the_stamps_are_kept_until_a_notification_says_they_changed(
         await asyncio.sleep(0.001)
 
 
-async def test_a_commit_of_this_process_is_seen_by_its_next_read(
-    read_path: ReadPath, writer: Database
-) -> None:
+async def around_a_commit(
+    read_path: ReadPath, writer: Database, work: Callable[[Any], Awaitable[None]]
+) -> tuple[Any, Any]:
+    """The tracker's stamps before and right after a transaction doing ``work`` commits."""
     tracker = tracker_of(read_path)
     before = await tracker.current()
     assert before is not None
     async with writer.write() as conn:
-        await freshness.bump(conn, freshness.CATALOG)
-    after = await tracker.current()  # no wait: told at the commit, before write() returned
+        await work(conn)
+    after = await tracker.current()
     assert after is not None
+    return before, after
+
+
+async def test_a_commit_of_this_process_is_seen_by_its_next_read(
+    read_path: ReadPath, writer: Database
+) -> None:
+    async def bump(conn: Any) -> None:
+        await freshness.bump(conn, freshness.CATALOG)
+
+    # no wait: told at the commit, before write() returned
+    before, after = await around_a_commit(read_path, writer, bump)
     assert after.catalog != before.catalog
 
 
 async def test_a_stock_change_makes_cached_products_stale_but_keeps_the_stamps(
     read_path: ReadPath, writer: Database
 ) -> None:
-    tracker = tracker_of(read_path)
-    before = await tracker.current()
-    assert before is not None
-    async with writer.write() as conn:
+    async def touch_twice(conn: Any) -> None:
         await freshness.touch(conn, freshness.STOCK)
         await freshness.touch(conn, freshness.STOCK)  # once per transaction is enough
-    after = await tracker.current()
-    assert after is not None
+
+    before, after = await around_a_commit(read_path, writer, touch_twice)
     assert (after.auth, after.catalog) == (before.auth, before.catalog)
     assert after.data_version != before.data_version
 

@@ -118,26 +118,27 @@ async def test_migrated_schema_matches_the_table_definitions(db: Database) -> No
     assert diff == []
 
 
-async def test_check_constraints_are_enforced(db: Database) -> None:
+@pytest.mark.parametrize(
+    "statement",
+    [
+        pytest.param(
+            "INSERT INTO accounts (id, name, tier, created_at) "
+            "VALUES ('acct_x', 'x', 'gold', CURRENT_TIMESTAMP)",
+            id="an-unknown-tier",
+        ),
+        pytest.param(
+            "INSERT INTO api_keys (id, account_id, role, prefix, last4, key_hash, created_at) "
+            "VALUES ('key_x', NULL, 'client', 'sk_sandbox_', 'abcd', 'h', CURRENT_TIMESTAMP)",
+            id="a-client-key-without-an-account",
+        ),
+    ],
+)
+async def test_check_constraints_are_enforced(db: Database, statement: str) -> None:
     from sqlalchemy.exc import IntegrityError
 
     with pytest.raises(IntegrityError):
         async with db.write() as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO accounts (id, name, tier, created_at) "
-                    "VALUES ('acct_x', 'x', 'gold', CURRENT_TIMESTAMP)"
-                )
-            )
-    with pytest.raises(IntegrityError):
-        async with db.write() as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO api_keys (id, account_id, role, prefix, last4, key_hash,"
-                    " created_at) VALUES ('key_x', NULL, 'client', 'sk_sandbox_', 'abcd',"
-                    " 'h', CURRENT_TIMESTAMP)"
-                )
-            )
+            await conn.execute(text(statement))
 
 
 # --- concurrent migrations on a fresh, empty database --------------------------------------------

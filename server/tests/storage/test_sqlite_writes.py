@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
 from commerce_api.storage import db as db_module
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import products
+from tests import factories
 
 WRITERS = 20
 INITIAL = 100
@@ -26,30 +25,12 @@ INITIAL = 100
 
 @pytest.fixture
 async def sqlite_db(sqlite_database_url: str) -> AsyncIterator[Database]:
-    database = Database(sqlite_database_url)
-    try:
+    async with factories.opened(sqlite_database_url) as database:
         yield database
-    finally:
-        await database.dispose()
 
 
 async def _insert_product(db: Database, inventory: int) -> str:
-    product_id = new_id("prod")
-    now = utcnow()
-    async with db.write() as conn:
-        await conn.execute(
-            products.insert().values(
-                id=product_id,
-                name="Widget",
-                description="",
-                price_minor=100,
-                category="tools",
-                inventory_count=inventory,
-                created_at=now,
-                updated_at=now,
-            )
-        )
-    return product_id
+    return await factories.new_product(db, inventory, price_minor=100, category="tools")
 
 
 async def _inventory(db: Database, product_id: str) -> int:
@@ -79,24 +60,28 @@ async def test_the_wal_is_bounded(sqlite_db: Database) -> None:
     assert pages == 1000
 
 
+async def _take_one(db: Database, product_id: str, *, pause: float) -> None:
+    """Read the stock, pause (other writers may run), write it back one less: in one
+    transaction, which must serialise with every other writer's."""
+    async with db.write() as conn:
+        current = await conn.scalar(
+            select(products.c.inventory_count).where(products.c.id == product_id)
+        )
+        assert current is not None
+        await asyncio.sleep(pause)
+        await conn.execute(
+            update(products)
+            .where(products.c.id == product_id)
+            .values(inventory_count=int(current) - 1)
+        )
+
+
 async def test_concurrent_read_modify_write_transactions_serialise(sqlite_db: Database) -> None:
     product_id = await _insert_product(sqlite_db, INITIAL)
 
-    async def take_one() -> None:
-        async with sqlite_db.write() as conn:
-            current = await conn.scalar(
-                select(products.c.inventory_count).where(products.c.id == product_id)
-            )
-            assert current is not None
-            # Give every other writer the chance to run between our read and our write.
-            await asyncio.sleep(0.005)
-            await conn.execute(
-                update(products)
-                .where(products.c.id == product_id)
-                .values(inventory_count=int(current) - 1)
-            )
-
-    results = await asyncio.gather(*(take_one() for _ in range(WRITERS)), return_exceptions=True)
+    # Each writer gives every other one the chance to run between its read and its write.
+    writers = (_take_one(sqlite_db, product_id, pause=0.005) for _ in range(WRITERS))
+    results = await asyncio.gather(*writers, return_exceptions=True)
     errors = [result for result in results if isinstance(result, BaseException)]
     assert errors == []
     assert await _inventory(sqlite_db, product_id) == INITIAL - WRITERS
@@ -113,17 +98,7 @@ async def test_concurrent_writers_from_separate_engines_serialise(
 
     async def take(db: Database, count: int) -> None:
         for _ in range(count):
-            async with db.write() as conn:
-                current = await conn.scalar(
-                    select(products.c.inventory_count).where(products.c.id == product_id)
-                )
-                assert current is not None
-                await asyncio.sleep(0)
-                await conn.execute(
-                    update(products)
-                    .where(products.c.id == product_id)
-                    .values(inventory_count=int(current) - 1)
-                )
+            await _take_one(db, product_id, pause=0)
 
     try:
         await asyncio.gather(*(take(db, WRITERS // 4) for db in databases))
@@ -174,6 +149,11 @@ async def test_write_transactions_take_the_write_lock_at_begin(
         finally:
             other.close()
     # Once committed, another writer gets the lock.
+    _take_and_release_the_write_lock(path)
+
+
+def _take_and_release_the_write_lock(path: str) -> None:
+    """Another connection takes the file's write lock at once (no waiting) and lets it go."""
     other = sqlite3.connect(path, timeout=0, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
@@ -188,12 +168,7 @@ async def test_read_transactions_do_not_take_the_write_lock(
     path = sqlite_database_url.removeprefix("sqlite:///")
     async with sqlite_db.read() as conn:
         await conn.execute(select(products.c.id))
-        other = sqlite3.connect(path, timeout=0, isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            other.execute("ROLLBACK")
-        finally:
-            other.close()
+        _take_and_release_the_write_lock(path)
 
 
 async def test_opening_a_new_database_waits_for_a_locked_file(tmp_path: Path) -> None:

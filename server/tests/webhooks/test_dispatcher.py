@@ -33,20 +33,16 @@ import pytest
 from sqlalchemy import select, update
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
-from commerce_api.catalog import repository as catalog
-from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.events import repository as event_repository
 from commerce_api.events import service as event_service
-from commerce_api.orders import placement as orders
 from commerce_api.orders import service as order_service
-from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
+from commerce_api.webhooks import dispatcher as dispatcher_module
 from commerce_api.webhooks import repository
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import (
@@ -58,10 +54,12 @@ from commerce_api.webhooks.dispatcher import (
     stop_dispatcher,
 )
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
+from tests import factories
 from tests.conftest import make_settings
+from tests.helpers import Clock
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
+from tests.webhooks.test_dispatcher_concurrency import counting
 
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 MAX_PASSES = 20  # run_once calls per drain: far more than any test needs
 
 
@@ -135,15 +133,7 @@ class World:
 
     async def order(self) -> tuple[dict[str, Any], str]:
         """A new order through the service: (the order record, its order.created event id)."""
-        data = OrderCreate.model_validate(
-            {
-                "customer_id": "cus_1",
-                "items": [{"product_id": self.product_id, "quantity": 1}],
-                "shipping_address": ADDRESS,
-            }
-        )
-        async with self.db.write() as conn:
-            order = await orders.create_order(conn, self.principal, data, "USD")
+        order = await factories.place_order(self.db, self.principal, (self.product_id, 1))
         return order, await self.latest_event_id()
 
     async def fulfil(self, order_id: str) -> str:
@@ -198,25 +188,9 @@ class World:
 
 @pytest.fixture
 async def world(db: Database, database_url: str) -> AsyncIterator[World]:
-    now = utcnow()
-    product_id = new_id("prod")
-    async with db.write() as conn:
-        account_id = await accounts.create_account(conn, "Webhook receiver account")
-        key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
-        await catalog.insert(
-            conn,
-            {
-                "id": product_id,
-                "name": "Widget",
-                "description": "",
-                "price_minor": 1999,
-                "category": "webhooks",
-                "inventory_count": 10_000,
-                "created_at": now,
-                "updated_at": now,
-            },
-        )
-    principal = Principal(key_id=key.id, account_id=account_id, role="client", tier="development")
+    customer = await factories.new_customer(db, "Webhook receiver account")
+    product_id = await factories.new_product(db, 10_000, category="webhooks")
+    principal = customer.principal
     state = World(db=db, database_url=database_url, principal=principal, product_id=product_id)
     try:
         yield state
@@ -392,39 +366,45 @@ async def test_a_500_is_retried_with_the_same_id_until_the_schedule_runs_out(
 
 
 async def test_retries_wait_for_the_schedule_and_a_success_ends_the_failing_spell(
-    world: World, receiver: Receiver
+    world: World, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     receiver.reply("/hook", Reply(500), Reply(503), Reply(200))
     endpoint_id, secret = await world.endpoint(receiver.url("/hook"))
     _, event_id = await world.order()
+    clock = Clock()  # the dispatcher's time: moved by hand instead of waiting for the schedule
+    monkeypatch.setattr(dispatcher_module, "utcnow", clock)
     dispatcher = world.dispatcher(webhook_retry_schedule=(1, 1))
 
     for expected_attempts, status in [(1, 500), (2, 503)]:
-        before = utcnow()
+        before = clock.now
         assert await dispatcher.run_once() == 1
         delivery = await world.delivery(event_id, endpoint_id)
         assert (delivery.status, delivery.attempts) == ("pending", expected_attempts)
         wait = delivery.next_attempt_at - before
-        assert timedelta(seconds=0.9) <= wait <= timedelta(seconds=3), wait
+        assert timedelta(seconds=0.99) <= wait <= timedelta(seconds=1), wait
         assert await dispatcher.run_once() == 0  # not due yet
+        clock.advance(0.9)
+        assert await dispatcher.run_once() == 0  # nor a moment before the schedule says
         assert len(receiver.requests()) == expected_attempts
         assert (await world.endpoint_row(endpoint_id)).failing_since is not None
-        await asyncio.sleep((delivery.next_attempt_at - utcnow()).total_seconds() + 0.05)
         assert receiver.requests()[-1].status == status
+        clock.advance(0.2)
 
     assert await dispatcher.run_once() == 1
     assert [r.status for r in receiver.requests()] == [500, 503, 200]
     assert {r.webhook_id for r in receiver.requests()} == {event_id}
     for request in receiver.requests():
         request.verify(secret)
-    arrivals = [r.arrived_at for r in receiver.requests()]
-    assert all(later - earlier >= 0.9 for earlier, later in itertools.pairwise(arrivals))
     attempts = await world.attempts(event_id, endpoint_id)
     assert [(a.status_code, a.error) for a in attempts] == [
         (500, "HTTP 500"),
         (503, "HTTP 503"),
         (200, None),
     ]
+    times = [attempt.attempted_at for attempt in attempts]
+    assert all(
+        later - earlier >= timedelta(seconds=1) for earlier, later in itertools.pairwise(times)
+    )
     delivery = await world.delivery(event_id, endpoint_id)
     assert (delivery.status, delivery.attempts) == ("succeeded", 3)
     assert (await world.endpoint_row(endpoint_id)).failing_since is None
@@ -678,24 +658,31 @@ async def test_a_success_ends_the_failing_spell(world: World, receiver: Receiver
     assert (endpoint.failing_since, endpoint.enabled) == (None, True)
 
 
+async def until_attempted(world: World, event_id: str, within: float = 10) -> None:
+    """Until the event has had an attempt (a poll with a deadline)."""
+    deadline = time.monotonic() + within
+    while not await world.attempts(event_id):
+        assert time.monotonic() < deadline, f"{event_id} was never attempted"
+        await asyncio.sleep(0.02)
+
+
 async def test_a_receiver_down_during_a_burst_gets_every_event_when_it_returns(
     world: World,
 ) -> None:
-    """Nothing listens at the receiver's address for 5 s while 15 orders arrive; then it
-    comes back on the same port. Every event arrives, once it is back; the endpoint stays
-    enabled."""
+    """Nothing listens at the receiver's address while 15 orders arrive, each one after the
+    dispatcher has tried (and failed) to deliver the one before; then it comes back on the
+    same port. Every event arrives, once it is back; the endpoint stays enabled."""
     with running_receiver() as probe:
         port = probe.port
     url = f"http://127.0.0.1:{port}/hook"
     endpoint_id, _ = await world.endpoint(url)  # its deliveries are verified at teardown
     dispatcher = world.dispatcher(webhook_retry_schedule=(1, 1, 1, 2, 2, 4, 8))
     async with delivering(dispatcher):
-        down_until = time.monotonic() + 5
         event_ids = []
         for _ in range(15):
-            event_ids.append((await world.order())[1])
-            await asyncio.sleep(0.2)
-        await asyncio.sleep(max(0.0, down_until - time.monotonic()))
+            event_id = (await world.order())[1]
+            event_ids.append(event_id)
+            await until_attempted(world, event_id)
         with running_receiver(port=port) as back:
             world.watch(back)
             await eventually(
@@ -1011,9 +998,12 @@ async def test_run_delivers_as_events_arrive_and_stops_promptly(
 ) -> None:
     _, secret = await world.endpoint(receiver.url("/hook"))
     dispatcher = world.dispatcher(webhook_poll_seconds=0.05)
+    claims: list[int] = []
+    counting(dispatcher, claims)
     task = asyncio.create_task(dispatcher.run())
     try:
-        await asyncio.sleep(0.2)  # idle polling first
+        await eventually(lambda: len(claims) >= 3, within=5, what="idle polling first")
+        assert claims[:3] == [0, 0, 0]
         assert receiver.requests() == []
         order, event_id = await world.order()
         await eventually(lambda: len(receiver.requests()) == 1, within=5, what="delivery")

@@ -25,13 +25,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, text
 
-from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal
-from commerce_api.catalog import repository as catalog
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
-from commerce_api.orders import placement as orders
-from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
@@ -40,6 +34,7 @@ from commerce_api.webhooks import dispatcher as dispatcher_module
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import ACCOUNT_SHARE, Dispatcher, stop_dispatcher
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
+from tests import factories
 from tests.conftest import make_settings
 from tests.webhook_receiver import Receiver, Reply, eventually, running_receiver
 
@@ -48,7 +43,6 @@ EVENTS = 40
 PATHS = ("/a", "/b")
 RECEIVER_DELAY_SECONDS = 0.1
 DEADLINE_SECONDS = 40.0
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 
 
 # Per scenario: the receiver's script for each delivery, and how many deliveries per endpoint
@@ -79,7 +73,7 @@ def receiver(scenario: str) -> Iterator[Receiver]:
         yield running
 
 
-def _counting(dispatcher: Dispatcher, claimed: list[int]) -> Dispatcher:
+def counting(dispatcher: Dispatcher, claimed: list[int]) -> Dispatcher:
     """Count what this dispatcher claims (run() claims through self._claim)."""
     original = dispatcher._claim
 
@@ -92,27 +86,10 @@ def _counting(dispatcher: Dispatcher, claimed: list[int]) -> Dispatcher:
     return dispatcher
 
 
-async def _setup(db: Database, box: SecretBox, database_url: str) -> tuple[Principal, str]:
-    now = utcnow()
-    product_id = new_id("prod")
-    async with db.write() as conn:
-        account_id = await accounts.create_account(conn, "Concurrent dispatchers")
-        key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
-        await catalog.insert(
-            conn,
-            {
-                "id": product_id,
-                "name": "Widget",
-                "description": "",
-                "price_minor": 500,
-                "category": "webhooks",
-                "inventory_count": 10_000,
-                "created_at": now,
-                "updated_at": now,
-            },
-        )
-    principal = Principal(key_id=key.id, account_id=account_id, role="client", tier="development")
-    return principal, product_id
+async def _setup(db: Database) -> tuple[Principal, str]:
+    customer = await factories.new_customer(db, "Concurrent dispatchers")
+    product_id = await factories.new_product(db, 10_000, category="webhooks")
+    return customer.principal, product_id
 
 
 def _settings(database_url: str, **overrides: Any) -> tuple[Settings, SecretBox]:
@@ -140,16 +117,8 @@ async def _create_endpoint(
 
 
 async def _place_orders(db: Database, principal: Principal, product_id: str, count: int) -> None:
-    data = OrderCreate.model_validate(
-        {
-            "customer_id": "cus_concurrent",
-            "items": [{"product_id": product_id, "quantity": 1}],
-            "shipping_address": ADDRESS,
-        }
-    )
     for _ in range(count):
-        async with db.write() as conn:
-            await orders.create_order(conn, principal, data, "USD")
+        await factories.place_order(db, principal, (product_id, 1))
 
 
 async def _unfinished(db: Database, account_id: str) -> int:
@@ -181,7 +150,7 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
     _fewer_in_flight(monkeypatch)
     script, retried = SCENARIOS[scenario]
     settings, box = _settings(database_url, webhook_retry_schedule=(1, 1, 1))
-    principal, product_id = await _setup(db, box, database_url)
+    principal, product_id = await _setup(db)
     assert principal.account_id is not None
     secrets: dict[str, str] = {}
     endpoint_paths: dict[str, str] = {}
@@ -194,7 +163,7 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
     databases = [Database(database_url) for _ in range(DISPATCHERS)]
     claims: list[list[int]] = [[] for _ in databases]
     dispatchers = [
-        _counting(Dispatcher(settings, database, box), claimed)
+        counting(Dispatcher(settings, database, box), claimed)
         for database, claimed in zip(databases, claims, strict=True)
     ]
     tasks = [asyncio.create_task(dispatcher.run()) for dispatcher in dispatchers]
@@ -205,7 +174,15 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
         while await _unfinished(db, principal.account_id) > 0:
             assert time.monotonic() < deadline, "deliveries still pending at the deadline"
             await asyncio.sleep(0.1)
-        await asyncio.sleep(0.3)  # let any (wrong) extra delivery show up
+        # Any (wrong) extra delivery would be claimed by a later pass: wait until every
+        # dispatcher has claimed again after the last delivery finished (stopping them then
+        # waits for whatever they claimed to be attempted).
+        finished = [len(claimed) for claimed in claims]
+        await eventually(
+            lambda: all(len(c) > n for c, n in zip(claims, finished, strict=True)),
+            within=10,
+            what="a claim by every dispatcher after the last delivery",
+        )
     finally:
         for dispatcher in dispatchers:
             dispatcher.stop()
@@ -305,7 +282,7 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
         webhook_retry_schedule=(),  # one attempt per delivery
         webhook_disable_after_seconds=1,
     )
-    principal, product_id = await _setup(db, box, database_url)
+    principal, product_id = await _setup(db)
     assert principal.account_id is not None
     deadlocks_before = await _deadlocks(db)
     with running_receiver() as receiver:
@@ -390,8 +367,8 @@ async def test_one_accounts_timing_out_endpoints_do_not_delay_another_account(
     settings, box = _settings(
         database_url, webhook_retry_schedule=(0, 0, 0), webhook_timeout_seconds=timeout
     )
-    hog, hog_product = await _setup(db, box, database_url)
-    other, other_product = await _setup(db, box, database_url)
+    hog, hog_product = await _setup(db)
+    other, other_product = await _setup(db)
     with running_receiver() as receiver:
         for index in range(settings.webhook_max_endpoints):
             receiver.reply(f"/slow/{index}", Reply(200, delay=timeout * 3))

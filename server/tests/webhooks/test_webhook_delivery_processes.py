@@ -28,11 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from commerce_api.accounts import service as accounts
-from commerce_api.catalog import repository as catalog
-from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import utcnow
-from commerce_api.storage.db import Database
+from tests import factories
 from tests.helpers import bearer
 from tests.server_process import (
     COMMERCE_API,
@@ -48,9 +44,8 @@ from tests.webhook_receiver import Receiver, eventually, running_receiver
 
 pytestmark = pytest.mark.slow
 
-ADDRESS = {"street": "1 Main St", "city": "Springfield", "postal_code": "12345", "country": "US"}
 DELIVERY_WITHIN_SECONDS = 10.0
-QUIET_SECONDS = 2.0
+DISPATCHER_STARTED = "webhook dispatcher started"  # logged by Dispatcher.run()
 WORKER_STOP_SECONDS = 10.0
 SECRET_KEY = "e2e-webhook-secret-key-0123456789abcdef"
 FAST_DISPATCH = {
@@ -138,29 +133,10 @@ def serving(workdir: Path, settings: Mapping[str, str], *args: str) -> Iterator[
 
 async def client_key_and_product(database_url: str) -> tuple[str, str]:
     """A new account's client key and a product in stock, written straight to the database."""
-    db = Database(database_url)
-    now = utcnow()
-    product_id = new_id("prod")
-    try:
-        async with db.write() as conn:
-            account_id = await accounts.create_account(conn, "Webhook e2e")
-            key = await accounts.create_key(conn, "sandbox", account_id=account_id, role="client")
-            await catalog.insert(
-                conn,
-                {
-                    "id": product_id,
-                    "name": "Widget",
-                    "description": "",
-                    "price_minor": 2500,
-                    "category": "webhooks",
-                    "inventory_count": 100,
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-    finally:
-        await db.dispose()
-    return key.secret, product_id
+    async with factories.opened(database_url) as db:
+        customer = await factories.new_customer(db, "Webhook e2e")
+        product_id = await factories.new_product(db, price_minor=2500, category="webhooks")
+    return customer.secret, product_id
 
 
 @pytest.fixture
@@ -175,14 +151,18 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+def created(response: httpx.Response) -> dict[str, Any]:
+    """The record a 201 answer holds (it must be a 201)."""
+    assert response.status_code == 201, response.text
+    record: dict[str, Any] = response.json()
+    return record
+
+
 async def register_endpoint(
     http: httpx.AsyncClient, base_url: str, key: str, url: str
 ) -> dict[str, Any]:
-    response = await http.post(
-        f"{base_url}/v1/webhook_endpoints", headers=bearer(key), json={"url": url}
-    )
-    assert response.status_code == 201, response.text
-    endpoint: dict[str, Any] = response.json()
+    path = f"{base_url}/v1/webhook_endpoints"
+    endpoint = created(await http.post(path, headers=bearer(key), json={"url": url}))
     assert endpoint["secret"].startswith("whsec_")
     return endpoint
 
@@ -190,18 +170,8 @@ async def register_endpoint(
 async def place_order(
     http: httpx.AsyncClient, base_url: str, key: str, product_id: str
 ) -> dict[str, Any]:
-    response = await http.post(
-        f"{base_url}/v1/orders",
-        headers=bearer(key),
-        json={
-            "customer_id": "cus_e2e",
-            "items": [{"product_id": product_id, "quantity": 2}],
-            "shipping_address": ADDRESS,
-        },
-    )
-    assert response.status_code == 201, response.text
-    order: dict[str, Any] = response.json()
-    return order
+    body = factories.order_body((product_id, 2), customer_id="cus_e2e")
+    return created(await http.post(f"{base_url}/v1/orders", headers=bearer(key), json=body))
 
 
 async def the_event(
@@ -279,6 +249,8 @@ async def test_serve_delivers_order_events_from_its_own_dispatcher(
         assert delivery["endpoint_id"] == endpoint["id"]
         assert [a["status_code"] for a in delivery["attempts"]] == [200]
         assert len(receiver.requests()) == 2  # nothing more arrived meanwhile
+        # A serve process with its dispatcher says so (what the scaled-out test relies on).
+        assert DISPATCHER_STARTED in server.stderr_path.read_text()
 
 
 # --- the scaled-out shape -----------------------------------------------------------------------
@@ -298,8 +270,9 @@ async def test_a_separate_worker_delivers_what_serve_no_dispatcher_recorded(
         endpoint = await register_endpoint(http, base_url, key, receiver.url("/orders"))
         order = await place_order(http, base_url, key, product_id)
 
-        # The API process alone delivers nothing: the event waits in the outbox.
-        await asyncio.sleep(QUIET_SECONDS)
+        # The API process alone delivers nothing: it runs no dispatcher (a running one says so
+        # on stderr as it starts, before the server answers), and the event waits in the outbox.
+        assert DISPATCHER_STARTED not in server.stderr_path.read_text()
         assert receiver.requests() == []
         event = await the_event(http, base_url, key, "order.created")
         [pending] = event["deliveries"]
@@ -307,6 +280,7 @@ async def test_a_separate_worker_delivers_what_serve_no_dispatcher_recorded(
 
         with child(tmp_path, "worker", ["worker"], settings) as worker:
             await delivered(receiver, 1, worker)
+            assert DISPATCHER_STARTED in worker.stderr_path.read_text()  # unlike the API process
             [request] = receiver.requests()
             payload = request.verify(endpoint["secret"])
             assert payload["id"] == event["id"] == request.webhook_id

@@ -25,8 +25,10 @@ from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox, SecretKeyMissing
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import instance_values, metadata, webhook_endpoints
+from tests import helpers
 from tests.conftest import KeyFactory, make_settings
-from tests.helpers import bearer
+from tests.helpers import TIMESTAMP, bearer
+from tests.helpers import running_app as running
 from tests.http.test_error_contract import assert_error
 
 ENDPOINT_FIELDS = {
@@ -39,10 +41,8 @@ ENDPOINT_FIELDS = {
     "created_at",
     "updated_at",
 }
-PAGINATION_FIELDS = {"total", "limit", "offset", "has_more"}
 SECRET_FORMAT = re.compile(r"^whsec_[A-Za-z0-9+/]{43}=$")
 ENDPOINT_ID = re.compile(r"^we_[A-Za-z0-9]+$")
-TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 URL = "https://receiver.example.com/webhooks"
 PATH = "/v1/webhook_endpoints"
 
@@ -85,12 +85,7 @@ async def patch_ok(
 
 
 async def list_page(client: httpx.AsyncClient, key: str, **params: int) -> dict[str, Any]:
-    response = await client.get(PATH, params=params, headers=bearer(key))
-    assert response.status_code == 200, response.text
-    page: dict[str, Any] = response.json()
-    assert set(page) == {"data", "pagination"}
-    assert set(page["pagination"]) == PAGINATION_FIELDS
-    return page
+    return await helpers.list_page(client, PATH, key, **params)
 
 
 async def rotate(client: httpx.AsyncClient, key: str, endpoint_id: str) -> httpx.Response:
@@ -129,16 +124,6 @@ async def every_stored_value(db: Database) -> list[str]:
                     elif value is not None:
                         values.append(str(value))
     return values
-
-
-@contextlib.asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """An app built from ``settings``, started, with an HTTP client on it."""
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield application, http
 
 
 # --- create ------------------------------------------------------------------------------------
