@@ -71,9 +71,10 @@ class _Lease:
     each, in order: the places left (``next..last``) and, leased ahead of need, the block that
     follows them (``ahead``)."""
 
-    __slots__ = ("ahead", "exhausted", "last", "next", "refill", "size")
+    __slots__ = ("ahead", "exhausted", "last", "next", "redis_key", "refill", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, redis_key: str) -> None:
+        self.redis_key = redis_key
         self.next, self.last = 1, 0  # the places left: next..last, all within the limit
         self.ahead: tuple[int, int] | None = None  # the next block, leased before it is needed
         self.size = 1  # units the next lease asks for (doubles while demand lasts)
@@ -147,18 +148,22 @@ class RedisStore:
         if window_start > self._window_start:
             self._window_start = window_start
             self._leases = {}  # every key's window ends together
-        # A clock that stepped back lands in an older window: count it in the newest one.
-        redis_key = f"{self._prefix}ratelimit:{self._window_start}:{key}"
-        lease = self._leases.get(redis_key)
+        lease = self._leases.get(key)
         if lease is None:
-            lease = self._leases[redis_key] = _Lease()
-        ttl = window_seconds + 60
+            # A clock that stepped back lands in an older window: count it in the newest one.
+            redis_key = f"{self._prefix}ratelimit:{self._window_start}:{key}"
+            lease = self._leases[key] = _Lease(redis_key)
+        place = lease.next
+        if lease.last - place > lease.size // 2:  # the common case: more than half a lease left
+            lease.next = place + 1
+            return place
+        redis_key, ttl = lease.redis_key, window_seconds + 60
         while True:
-            place = lease.take()
-            if place is not None:
+            taken = lease.take()
+            if taken is not None:
                 if lease.wants_more():
                     self._lease_ahead(lease, redis_key, ttl, limit)
-                return place
+                return taken
             if lease.exhausted:
                 return limit + 1
             if lease.refill is None:
