@@ -44,10 +44,10 @@ logger = logging.getLogger("commerce_api.webhooks")
 # claim stands for an attempt in progress (see repository.claim_due).
 # Enough that a receiver answering in a millisecond or two keeps one process's dispatcher busy
 # (the attempts themselves are cheap; the commits, an fsync each, are what attempts wait for).
-CONCURRENCY = 100
+CONCURRENCY = 200
 # Claims are made CLAIM_BATCH at a time, at least (or when nothing is in flight): every claim is
 # a write transaction, and one per finished attempt would double the dispatcher's commits.
-CLAIM_BATCH = 20
+CLAIM_BATCH = 50
 # At most this many attempts in flight for one account: another account's delivery always
 # finds CLAIM_BATCH free slots, whatever the first one's endpoints do (slow, failing, many).
 ACCOUNT_SHARE = CONCURRENCY - CLAIM_BATCH
