@@ -42,6 +42,7 @@ MAX_DRAINED_BYTES = 64 * 1024
 # known by then, so a receiver slow to send its body costs a new connection, not the attempt.
 DRAIN_SECONDS = 0.1
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers
+CLOSE_SECONDS = 1.0  # what closing the idle connections may take, at most
 _NO_BODY = {204, 304}
 
 
@@ -131,7 +132,7 @@ class HTTPClient:
         self._ssl_context = ssl_context
         self._max_idle = max_idle_per_destination
         self._idle: dict[Destination, list[_Connection]] = {}
-        self._last_sweep = time.monotonic()
+        self._sweeper: asyncio.TimerHandle | None = None
         self.connections_opened = 0  # for tests and the benchmark
 
     def _tls(self) -> ssl.SSLContext:
@@ -213,13 +214,15 @@ class HTTPClient:
             connection.close()
         else:
             idle.append(connection)
-        if now - self._last_sweep > IDLE_SECONDS:
-            self._sweep(now)
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(IDLE_SECONDS, self._sweep)
 
-    def _sweep(self, now: float) -> None:
-        """Close the connections idle too long (so that destinations no longer sent to do not
+    def _sweep(self) -> None:
+        """Close the connections idle too long, every ``IDLE_SECONDS`` while there are idle
+        ones (so that receivers no longer sent to, or a dispatcher with nothing to do, do not
         keep sockets open)."""
-        self._last_sweep = now
+        self._sweeper = None
+        now = time.monotonic()
         for destination in list(self._idle):
             kept = []
             for connection in self._idle[destination]:
@@ -231,15 +234,24 @@ class HTTPClient:
                 self._idle[destination] = kept
             else:
                 del self._idle[destination]
+        if self._idle:
+            self._sweeper = asyncio.get_running_loop().call_later(IDLE_SECONDS, self._sweep)
 
     async def aclose(self) -> None:
+        """Close the idle connections (those in use are closed by their requests)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         connections = [c for idle in self._idle.values() for c in idle]
         self._idle.clear()
         for connection in connections:
             connection.close()
-        for connection in connections:
-            with contextlib.suppress(Exception):
-                await connection.writer.wait_closed()
+        # Bounded: a TLS peer that never answers our close_notify must not hold up a stop.
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await asyncio.gather(
+                    *(c.writer.wait_closed() for c in connections), return_exceptions=True
+                )
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool]:
