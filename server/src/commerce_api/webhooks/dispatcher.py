@@ -45,8 +45,8 @@ logger = logging.getLogger("commerce_api.webhooks")
 # Most of an attempt to a receiver answering in a millisecond is spent waiting for the claim
 # and the outcome's commit, which many attempts share: the more in flight, the larger the
 # claims and the batches of outcomes, and the fewer statements per delivery. 400 and claims of
-# 100 drained 4,100/s on SQLite against 3,300/s with 200 and 50 (make bench's worker on this
-# 2-core machine); PostgreSQL was at ~4,200/s either way.
+# 100 drained 4,100/s on SQLite against 3,300/s with 200 and 50 (one worker draining a
+# backlog on a 2-core machine); PostgreSQL was at ~4,200/s either way.
 CONCURRENCY = 400
 # Claims are made CLAIM_BATCH at a time, at least (or when nothing is in flight): every claim is
 # a write transaction, and one per finished attempt would double the dispatcher's commits.
