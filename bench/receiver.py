@@ -1,6 +1,8 @@
-"""A webhook receiver for ``make bench``: answers every POST at once with ``200`` (keep-alive),
-counts them, and reports the count at ``GET /count`` (any other GET is ``200`` too: the health
-probe). Raw asyncio, not an ASGI server: it must never be what limits the dispatcher.
+"""A webhook receiver for ``make bench``: answers every POST with ``200`` after 1 ms
+(keep-alive), counts them, and reports at ``GET /count`` the count and the time of the last
+POST (``time.monotonic()``, the same clock as the bench's, so a drain that runs out of backlog
+mid-round is timed to its last delivery). Any other GET is ``200`` too: the health probe. Raw
+asyncio, not an ASGI server: it must never be what limits the dispatcher.
 
     python bench/receiver.py PORT
 """
@@ -9,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 
+ANSWER_SECONDS = 0.001  # issue 18: "a receiver that answers in 1 ms"
 count = 0
+last_post = 0.0
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    global count
+    global count, last_post
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -27,10 +32,12 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             if length:
                 await reader.readexactly(length)
             if method == b"POST":
+                await asyncio.sleep(ANSWER_SECONDS)
                 count += 1
+                last_post = time.monotonic()
                 body = b""
             else:
-                body = str(count).encode() if path == b"/count" else b"ok"
+                body = f"{count} {last_post}".encode() if path == b"/count" else b"ok"
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):

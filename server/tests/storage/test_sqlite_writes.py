@@ -269,3 +269,53 @@ async def test_batches_of_two_processes_on_one_file_commit_every_write(
     finally:
         await first.dispose()
         await second.dispose()
+
+
+async def test_a_batch_cancelled_at_its_commit_still_ends_its_transaction(
+    sqlite_db: Database,
+) -> None:
+    """A batch whose caller is cancelled while its COMMIT waits for the batch thread: the
+    transaction still ends (committed), so the write lock and the writers' turn are given
+    back. It used to stay open, holding both, until this Database's next batch rolled it back
+    (another process or Database waited the busy timeout meanwhile), and its write was lost
+    although the COMMIT had been asked for."""
+    path = Path(sqlite_db.sqlite_path or "")
+    product_id = await _insert_product(sqlite_db, INITIAL)
+    thread_busy = threading.Event()
+    release = threading.Event()
+
+    def occupy() -> None:
+        thread_busy.set()
+        release.wait(5)
+
+    async def batch() -> None:
+        async with sqlite_db.write_batch() as conn:
+            await conn.execute(
+                update(products).where(products.c.id == product_id).values(inventory_count=5)
+            )
+            # Keep the batch thread busy so that the COMMIT queues behind this, and the
+            # cancellation below lands before the thread takes it up.
+            io = sqlite_db._batch_io
+            assert io is not None
+            io.submit(occupy)
+            await asyncio.get_running_loop().run_in_executor(None, thread_busy.wait, 5)
+
+    task = asyncio.create_task(batch())
+    await asyncio.get_running_loop().run_in_executor(None, thread_busy.wait, 5)
+    await asyncio.sleep(0.05)  # the task now waits for its COMMIT
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    release.set()
+    await asyncio.sleep(0.1)  # the COMMIT runs on the batch thread
+    assert _turn_is_free(path)
+    assert await _inventory(sqlite_db, product_id) == 5
+    async with asyncio.timeout(5):
+        async with sqlite_db.write_batch() as conn:
+            await conn.execute(
+                update(products)
+                .where(products.c.id == product_id)
+                .values(inventory_count=products.c.inventory_count + 1)
+            )
+    assert await _inventory(sqlite_db, product_id) == 6
+    assert _turn_is_free(path)

@@ -1065,3 +1065,38 @@ async def test_one_accounts_backlog_is_drained_without_waiting_for_the_poll(
         await eventually(lambda: len(receiver.requests()) == 60, within=30, what="60 deliveries")
     elapsed = time.monotonic() - started
     assert elapsed < 6.0, f"60 deliveries took {elapsed:.1f} s with a 3 s poll interval"
+
+
+async def test_deliveries_to_one_receiver_reuse_kept_alive_connections(
+    world: World, receiver: Receiver
+) -> None:
+    """Deliveries one after another to one receiver go over one kept-alive connection."""
+    await world.endpoint(receiver.url("/hook"))
+    dispatcher = world.dispatcher()
+    for _ in range(5):
+        await world.order()
+        assert await drain(dispatcher) == 1
+    assert len(receiver.requests("/hook")) == 5
+    assert dispatcher._http.connections_opened == 1
+
+
+async def test_a_slow_endpoint_does_not_hold_up_a_fast_one(
+    world: World, receiver: Receiver
+) -> None:
+    """An account's endpoint that takes 2 s to answer, beside one that answers at once: the
+    fast one's deliveries arrive at once, while the slow one's attempts are still in flight
+    (each attempt has its own connection; none waits for another receiver's)."""
+    receiver.reply("/slow", Reply(200, delay=2.0))
+    await world.endpoint(receiver.url("/slow"))
+    await world.endpoint(receiver.url("/fast"))
+    for _ in range(10):
+        await world.order()
+    dispatcher = world.dispatcher(webhook_timeout_seconds=5.0)
+    started = time.monotonic()
+    async with delivering(dispatcher):
+        await eventually(
+            lambda: len(receiver.requests("/fast")) == 10, within=10, what="the fast deliveries"
+        )
+        fast_done = time.monotonic() - started
+        assert fast_done < 1.0, f"the fast endpoint's deliveries took {fast_done:.1f} s"
+        assert len(receiver.requests("/slow")) == 10  # all under way, none answered yet

@@ -274,8 +274,11 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
     locks a delivery and then its endpoint, and disabling touches no delivery: no deadlock
     (PostgreSQL counts none), and every attempt that was made is recorded.
 
-    The dispatchers keep fewer attempts in flight (15 each), each taking 0.4 s, so that the
-    run lasts past the 1 s after which failures disable an endpoint."""
+    The dispatchers keep fewer attempts in flight (15 each, 60 in all), each taking 0.6 s, so
+    that failures disable the endpoints (1.2 s in, as the second wave of 60 fails) while
+    deliveries still wait: the last 20 cannot start before 1.8 s. (With 0.4 s the last wave
+    started at 1.2 s, as the endpoints were disabled: once an attempt costs little more than
+    the receiver's delay, nothing was left waiting for the operator to re-enable them.)"""
     _fewer_in_flight(monkeypatch)
     settings, box = _settings(
         database_url,
@@ -288,7 +291,7 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
     with running_receiver() as receiver:
         endpoint_ids = []
         for path in PATHS:
-            receiver.reply(path, Reply(500, delay=0.4))
+            receiver.reply(path, Reply(500, delay=0.6))
             created = await _create_endpoint(db, principal, receiver.url(path), settings, box)
             endpoint_ids.append(created["id"])
         await _place_orders(db, principal, product_id, FAILING_DELIVERIES // len(PATHS))

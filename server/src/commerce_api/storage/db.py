@@ -323,12 +323,19 @@ class Database:
                 raise sqlite3.OperationalError("database is locked") from None
             raise
         assert inline is not None  # None only once abandoned
+        # The end of the transaction is shielded: a caller cancelled while it waits for the
+        # batch thread must not cancel the work item before the thread takes it up (a
+        # cancelled concurrent future is skipped), or the transaction would stay open with
+        # SQLite's write lock and the writers' turn held, every other process's (and every
+        # other Database's) batch waiting the busy timeout for them, until this Database's
+        # next batch rolled it back. The COMMIT (or ROLLBACK) runs; the caller still sees its
+        # cancellation.
         try:
             yield _InlineConnection(inline)
         except BaseException:
-            await loop.run_in_executor(io, _end, inline, False, turn)
+            await asyncio.shield(loop.run_in_executor(io, _end, inline, False, turn))
             raise
-        await loop.run_in_executor(io, _end, inline, True, turn)
+        await asyncio.shield(loop.run_in_executor(io, _end, inline, True, turn))
 
     def _batch_writer(self) -> tuple[Engine, ThreadPoolExecutor, _WriterTurn]:
         if self._batch_engine is None or self._batch_io is None or self._batch_turn is None:
