@@ -615,8 +615,8 @@ async def outbox_depth(database_url: str) -> int:
     """Pending deliveries in the outbox."""
     from sqlalchemy import func, select
 
-    from commerce_api.db import Database
-    from commerce_api.tables import webhook_deliveries
+    from commerce_api.storage.db import Database
+    from commerce_api.storage.tables import webhook_deliveries
 
     db = Database(database_url)
     async with db.read() as conn:

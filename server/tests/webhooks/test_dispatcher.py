@@ -50,7 +50,7 @@ from commerce_api.webhooks.dispatcher import (
     Claim,
     Dispatcher,
     Finished,
-    decide,
+    judge_attempt,
     stop_dispatcher,
 )
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
@@ -108,14 +108,14 @@ class World:
         return make_settings(self.database_url, **values)
 
     @property
-    def box(self) -> SecretBox:
+    def secret_box(self) -> SecretBox:
         secret_key = self.settings().secret_key
         assert secret_key is not None
         return SecretBox(secret_key)
 
     def dispatcher(self, db: Database | None = None, **overrides: object) -> Dispatcher:
         """A dispatcher on this database (closed at teardown)."""
-        dispatcher = Dispatcher(self.settings(**overrides), db or self.db, self.box)
+        dispatcher = Dispatcher(self.settings(**overrides), db or self.db, self.secret_box)
         self.dispatchers.append(dispatcher)
         return dispatcher
 
@@ -126,7 +126,7 @@ class World:
         checked = await webhooks.check_receiver_url(data.url, settings)
         async with self.db.write() as conn:
             created = await webhooks.create_endpoint(
-                conn, self.principal, data, checked, settings, self.box
+                conn, self.principal, data, checked, settings, self.secret_box
             )
         self.secrets.setdefault(url, []).append(created["secret"])
         return created["id"], created["secret"]
@@ -517,7 +517,7 @@ async def test_one_batch_of_outcomes_is_recorded_as_the_attempts_one_by_one_woul
         Finished(
             event_id,
             endpoint_id,
-            decide(status_code=codes[event_id], attempts_before=0, schedule=(0,), now=now),
+            judge_attempt(status_code=codes[event_id], attempts_before=0, schedule=(0,), now=now),
             now,
             codes[event_id],
             3,
@@ -769,7 +769,7 @@ async def test_after_a_rotation_both_secrets_verify_until_the_old_one_expires(
 ) -> None:
     endpoint_id, old_secret = await world.endpoint(receiver.url("/hook"))
     async with world.db.write() as conn:
-        rotated = await webhooks.rotate_secret(conn, world.principal, endpoint_id, world.box)
+        rotated = await webhooks.rotate_secret(conn, world.principal, endpoint_id, world.secret_box)
     new_secret = rotated["secret"]
     world.secrets[receiver.url("/hook")].append(new_secret)
     assert new_secret != old_secret

@@ -1,6 +1,6 @@
-"""The delivery policy as plain functions: the retry decision (``dispatcher.decide``) and the
-endpoint-health rule built on it, Standard Webhooks signatures (``signing.py``) and encryption
-of secrets at rest (``crypto.SecretBox``)."""
+"""The delivery policy as plain functions: the retry decision (``dispatcher.judge_attempt``)
+and the endpoint-health rule built on it, Standard Webhooks signatures (``signing.py``) and
+encryption of secrets at rest (``crypto.SecretBox``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from commerce_api.core.timestamps import format_timestamp
 from commerce_api.settings import DEFAULT_RETRY_SCHEDULE, Settings
 from commerce_api.storage.crypto import SecretBox, SecretKeyMissing
 from commerce_api.webhooks import dispatcher
-from commerce_api.webhooks.dispatcher import Outcome, decide
+from commerce_api.webhooks.dispatcher import AttemptOutcome, judge_attempt
 from commerce_api.webhooks.signing import SECRET_BYTES, new_secret, signature_header
 
 NOW = datetime(2026, 11, 21, 8, 12, 41, 123000, tzinfo=UTC)
@@ -31,20 +31,20 @@ def decide_now(
     *,
     attempts_before: int = 0,
     schedule: tuple[int, ...] = SCHEDULE,
-) -> Outcome:
-    return decide(
+) -> AttemptOutcome:
+    return judge_attempt(
         status_code=status_code, attempts_before=attempts_before, schedule=schedule, now=NOW
     )
 
 
-# --- decide ------------------------------------------------------------------------------------
+# --- judge_attempt ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("status_code", [200, 201, 202, 204, 299])
 @pytest.mark.parametrize("attempts_before", [0, 3, len(SCHEDULE)])
 def test_any_2xx_succeeds(status_code: int, attempts_before: int) -> None:
     outcome = decide_now(status_code, attempts_before=attempts_before)
-    assert outcome == Outcome("succeeded", None, succeeded=True, gone=False)
+    assert outcome == AttemptOutcome("succeeded", None, succeeded=True, gone=False)
 
 
 @pytest.mark.parametrize("attempts_before", [0, 3, len(SCHEDULE)])
@@ -52,7 +52,7 @@ def test_410_gone_fails_the_delivery_at_once_and_marks_the_endpoint_gone(
     attempts_before: int,
 ) -> None:
     outcome = decide_now(410, attempts_before=attempts_before)
-    assert outcome == Outcome("failed", None, succeeded=False, gone=True)
+    assert outcome == AttemptOutcome("failed", None, succeeded=False, gone=True)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_410_gone_fails_the_delivery_at_once_and_marks_the_endpoint_gone(
 )
 def test_anything_else_is_retried_after_the_first_delay(status_code: int | None) -> None:
     outcome = decide_now(status_code)
-    assert outcome == Outcome(
+    assert outcome == AttemptOutcome(
         "pending", NOW + timedelta(seconds=SCHEDULE[0]), succeeded=False, gone=False
     )
 
@@ -70,7 +70,7 @@ def test_the_nth_failure_is_retried_after_the_nth_delay_of_the_schedule(
     attempts_before: int,
 ) -> None:
     outcome = decide_now(500, attempts_before=attempts_before)
-    assert outcome == Outcome(
+    assert outcome == AttemptOutcome(
         "pending",
         NOW + timedelta(seconds=SCHEDULE[attempts_before]),
         succeeded=False,
@@ -92,12 +92,12 @@ def test_a_failure_after_the_schedule_runs_out_fails_the_delivery(
     status_code: int | None,
 ) -> None:
     outcome = decide_now(status_code, attempts_before=len(SCHEDULE))
-    assert outcome == Outcome("failed", None, succeeded=False, gone=False)
+    assert outcome == AttemptOutcome("failed", None, succeeded=False, gone=False)
 
 
 def test_an_empty_schedule_means_a_single_attempt() -> None:
     outcome = decide_now(500, schedule=())
-    assert outcome == Outcome("failed", None, succeeded=False, gone=False)
+    assert outcome == AttemptOutcome("failed", None, succeeded=False, gone=False)
 
 
 # --- endpoint health: disabled after sustained failure only (since when lives in the database) --

@@ -66,7 +66,7 @@ SECRET_CACHE_SIZE = 10_000  # decrypted endpoint secrets kept by a dispatcher (s
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class AttemptOutcome:
     """What one attempt means for its delivery and its endpoint."""
 
     delivery_status: str  # pending (retry later), succeeded, failed
@@ -75,19 +75,19 @@ class Outcome:
     gone: bool  # the receiver answered 410: disable the endpoint
 
 
-def decide(
+def judge_attempt(
     *, status_code: int | None, attempts_before: int, schedule: Sequence[int], now: datetime
-) -> Outcome:
+) -> AttemptOutcome:
     """The retry policy, as a plain function: 2xx succeeds; 410 fails and disables the endpoint;
     anything else is retried after ``schedule[n]`` seconds until the schedule runs out."""
     if status_code is not None and 200 <= status_code < 300:
-        return Outcome("succeeded", None, succeeded=True, gone=False)
+        return AttemptOutcome("succeeded", None, succeeded=True, gone=False)
     if status_code == 410:
-        return Outcome("failed", None, succeeded=False, gone=True)
+        return AttemptOutcome("failed", None, succeeded=False, gone=True)
     if attempts_before < len(schedule):
         retry_at = now + timedelta(seconds=schedule[attempts_before])
-        return Outcome("pending", retry_at, succeeded=False, gone=False)
-    return Outcome("failed", None, succeeded=False, gone=False)
+        return AttemptOutcome("pending", retry_at, succeeded=False, gone=False)
+    return AttemptOutcome("failed", None, succeeded=False, gone=False)
 
 
 GONE_REASON = "The receiver answered 410 Gone."
@@ -100,7 +100,7 @@ class Finished:
 
     event_id: str
     endpoint_id: str
-    outcome: Outcome
+    outcome: AttemptOutcome
     attempted_at: datetime
     status_code: int | None
     duration_ms: int
@@ -134,10 +134,10 @@ def disable_reason(
 
 
 class Dispatcher:
-    def __init__(self, settings: Settings, db: Database, box: SecretBox) -> None:
+    def __init__(self, settings: Settings, db: Database, secret_box: SecretBox) -> None:
         self.settings = settings
         self.db = db
-        self.box = box
+        self.secret_box = secret_box
         self.token = secrets.token_hex(16)  # this dispatcher's name on its claims
         timeout = settings.webhook_timeout_seconds
         # A claim outlives the slowest possible attempt by a wide margin.
@@ -288,7 +288,7 @@ class Dispatcher:
         started = time.perf_counter()
         status_code, error = await self._post(endpoint, event.id, body, attempted_at)
         duration_ms = round((time.perf_counter() - started) * 1000)
-        outcome = decide(
+        outcome = judge_attempt(
             status_code=status_code,
             attempts_before=attempts_before,
             schedule=self.settings.webhook_retry_schedule,
@@ -359,7 +359,7 @@ class Dispatcher:
             for done in recorded
         ]
         await insert_rows(conn, repository.attempts, history)
-        last: dict[str, Outcome] = {}
+        last: dict[str, AttemptOutcome] = {}
         gone: set[str] = set()
         for done in recorded:  # in the order the attempts finished
             last[done.endpoint_id] = done.outcome
@@ -372,7 +372,7 @@ class Dispatcher:
         return kept
 
     async def _update_endpoint_health(
-        self, conn: Executor, endpoint_id: str, outcome: Outcome, now: datetime
+        self, conn: Executor, endpoint_id: str, outcome: AttemptOutcome, now: datetime
     ) -> None:
         """Record the attempt's verdict on the endpoint's row (see ``_record_batch``)."""
         if outcome.succeeded:
@@ -414,7 +414,7 @@ class Dispatcher:
         if secret is None:
             if len(self._secrets) >= SECRET_CACHE_SIZE:
                 self._secrets.clear()
-            secret = self._secrets[token] = self.box.decrypt(token)
+            secret = self._secrets[token] = self.secret_box.decrypt(token)
         return secret
 
     async def _post(
