@@ -251,16 +251,42 @@ async def test_concurrent_dispatchers_deliver_each_pair_exactly_once_and_never_i
 FAILING_DELIVERIES = 200
 
 
-async def _deadlocks(db: Database) -> int | None:
-    """PostgreSQL's count of deadlocks detected in this database (None on SQLite)."""
+_OTHER_BACKENDS = text(
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid()"
+)
+_DEADLOCKS = text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+
+
+async def _deadlocks(db: Database) -> tuple[int, set[int]] | None:
+    """PostgreSQL's count of deadlocks detected in this database, and the other backends
+    connected to it now, before this test opened any (None on SQLite)."""
     if db.is_sqlite:
         return None
     async with db.read() as conn:
         await conn.execute(text("SELECT pg_stat_clear_snapshot()"))
-        count = await conn.scalar(
-            text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
-        )
-    return int(count or 0)
+        count = int(await conn.scalar(_DEADLOCKS) or 0)
+        backends = set((await conn.scalars(_OTHER_BACKENDS)).all())
+    return count, backends
+
+
+async def _deadlocks_once_gone(database_url: str, earlier: set[int]) -> int:
+    """The deadlock count once every backend opened since ``earlier`` has exited: a backend
+    reports its statistics (the deadlocks it detected among them) as it exits, so the count
+    is then complete (bounded wait)."""
+    probe = Database(database_url)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            async with probe.read() as conn:
+                others = set((await conn.scalars(_OTHER_BACKENDS)).all()) - earlier
+                if not others:
+                    await conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+                    return int(await conn.scalar(_DEADLOCKS) or 0)
+            assert time.monotonic() < deadline, f"backends {others} never exited"
+            await asyncio.sleep(0.05)
+    finally:
+        await probe.dispose()
 
 
 async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
@@ -285,9 +311,9 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
         webhook_retry_schedule=(),  # one attempt per delivery
         webhook_disable_after_seconds=1,
     )
+    deadlocks_before = await _deadlocks(db)  # first: no connection of this test is open yet
     principal, product_id = await _setup(db)
     assert principal.account_id is not None
-    deadlocks_before = await _deadlocks(db)
     with running_receiver() as receiver:
         endpoint_ids = []
         for path in PATHS:
@@ -327,7 +353,7 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
                 dispatcher.stop()
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=15)
             for database in databases:
-                await database.dispose()  # their backends exit, reporting their statistics
+                await database.dispose()
         requests = receiver.requests()
 
     unexpected = [r.getMessage() for r in caplog.records if "unexpectedly" in r.getMessage()]
@@ -351,11 +377,10 @@ async def test_failing_attempts_side_by_side_with_disabling_never_deadlock(
     }
     assert reenabled > 0, "no endpoint was disabled during the run: the test proves little"
     if deadlocks_before is not None:
-        await asyncio.sleep(1)  # the closed backends' statistics reach pg_stat_database
-        after = await _deadlocks(db)
-        assert after == deadlocks_before, (
-            f"deadlocks detected: {after} (before: {deadlocks_before})"
-        )
+        count_before, earlier = deadlocks_before
+        await db.dispose()  # the test's own connections (the operator's) exit too
+        after = await _deadlocks_once_gone(database_url, earlier)
+        assert after == count_before, f"deadlocks detected: {after} (before: {count_before})"
 
 
 async def test_one_accounts_timing_out_endpoints_do_not_delay_another_account(
