@@ -10,7 +10,6 @@ guide contain must parse: its commands and options exist in ``commerce-api --hel
 from __future__ import annotations
 
 import configparser
-import datetime
 import functools
 import ipaddress
 import os
@@ -24,12 +23,9 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from commerce_api.settings import Settings
+from tests.helpers import self_signed_certificate
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -355,32 +351,6 @@ def test_nginx_site_structure(site: Path) -> None:
     assert "allow all" not in metrics
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 def _loopback_upstreams(text: str) -> str:
     """Upstream host names (``api:8000``) resolve only inside compose: use 127.0.0.1."""
 
@@ -402,7 +372,7 @@ def test_nginx_accepts_the_site(site: Path, tmp_path: Path) -> None:
         pytest.skip(
             "nginx is not installed (set COMMERCE_TEST_NGINX); only the structure was checked"
         )
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_certificate(tmp_path, "localhost")
     text = site.read_text(encoding="utf-8")
     text = re.sub(r"ssl_certificate\s+\S+;", f"ssl_certificate {cert};", text)
     text = re.sub(r"ssl_certificate_key\s+\S+;", f"ssl_certificate_key {key};", text)

@@ -5,8 +5,6 @@ certificate made for the test."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,13 +13,10 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from commerce_api.webhooks import http_client
 from commerce_api.webhooks.http_client import HTTPClient, ReceiverError
+from tests.helpers import self_signed_certificate
 
 HEADERS = (("content-type", "application/json"), ("webhook-id", "evt_1"))
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
@@ -282,44 +277,11 @@ async def test_a_pinned_address_keeps_the_host_name_and_its_own_connections(
     assert server.requests[0].request_line == b"POST /p%20q/%C3%A9 HTTP/1.1"
 
 
-def _certificate(tmp_path: Path, host: str) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 async def test_tls_names_and_verifies_the_host_name_not_the_pinned_address(
     serve: Serve,
     tmp_path: Path,
 ) -> None:
-    cert, key = _certificate(tmp_path, "hooks.example")
+    cert, key = self_signed_certificate(tmp_path, "hooks.example")
     server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_tls.load_cert_chain(cert, key)
     server = Server()
