@@ -16,6 +16,7 @@ import pytest
 from redis.asyncio import Redis
 
 from commerce_api.ratelimit import limiter as limiter_module
+from commerce_api.ratelimit import stores as stores_module
 from commerce_api.ratelimit.limiter import STORE_RETRY_SECONDS, Decision, RateLimiter
 from commerce_api.ratelimit.stores import (
     MAX_LEASE,
@@ -410,14 +411,70 @@ async def test_a_steady_stream_of_requests_never_waits_for_redis(
 
     store._rounds._send = slow_round_trip
     try:
-        for _ in range(2 * MAX_LEASE):  # leases grow to their full size
-            await store.hit("acct_a", WINDOW_START, HOUR, LIMIT)
         waited = []
-        for expected in range(2 * MAX_LEASE + 1, 6 * MAX_LEASE + 1):
+        for expected in range(1, 601):
             started = time.monotonic()
             assert await store.hit("acct_a", WINDOW_START, HOUR, LIMIT) == expected
             waited.append(time.monotonic() - started)
-            await asyncio.sleep(0.002)  # 32 requests (half a lease) outlast a round trip
-        assert max(waited) < 0.02, "a request waited for a round trip"
+            # ~400 requests/s: a lease grows to ~0.1 s of them, so half a lease outlasts a
+            # round trip
+            await asyncio.sleep(0.002)
+        assert max(waited[200:]) < 0.02, "a request waited for a round trip"
     finally:
         await store.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def test_leases_follow_the_request_rate(
+    redis_prefix: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key requested once every two seconds leases one place at a time (Redis counts exactly
+    what was admitted); a busy one grows its leases up to MAX_LEASE, and they shrink again
+    when it quiets down."""
+    url, prefix = redis_prefix
+    clock = _Clock()
+    monkeypatch.setattr(stores_module, "time", clock)
+    store = RedisStore(url, prefix)
+    sizes = lease_sizes(store)
+    try:
+        for expected in range(1, 11):
+            clock.now += 2.0
+            assert await store.hit("acct_quiet", WINDOW_START, HOUR, LIMIT) == expected
+        assert set(sizes) == {1}
+        sizes.clear()
+        for _ in range(4 * MAX_LEASE):  # a burst: no time passes between requests
+            await store.hit("acct_busy", WINDOW_START, HOUR, LIMIT)
+        assert max(sizes) == MAX_LEASE
+        assert sizes == sorted(sizes)  # doubling while each block lasts under 0.1 s
+        sizes.clear()
+        for _ in range(2 * MAX_LEASE):  # quiet again: a request every 0.5 s
+            clock.now += 0.5
+            await store.hit("acct_busy", WINDOW_START, HOUR, LIMIT)
+        assert sizes[-1] < MAX_LEASE // 4
+        redis = Redis.from_url(url)
+        try:
+            assert int(await redis.get(f"{prefix}ratelimit:{WINDOW_START}:acct_quiet")) == 10
+        finally:
+            await redis.aclose()
+    finally:
+        await store.close()
+
+
+def lease_sizes(store: RedisStore) -> list[int]:
+    """The size of each lease ``store`` asks Redis for, as it asks."""
+    sizes: list[int] = []
+    send = store._rounds._send
+
+    async def recording(leases: list[tuple[str, int, int]]) -> list[int]:
+        sizes.extend(units for _, _, units in leases)
+        return await send(leases)
+
+    store._rounds._send = recording
+    return sizes

@@ -7,6 +7,8 @@ so every process agrees on when a window starts and resets without talking to th
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from typing import Protocol
 
 from commerce_api.core.coalescing import Rounds
@@ -62,8 +64,14 @@ REDIS_TIMEOUT_SECONDS = 0.5
 # A lease takes at most this many units of a key's quota, and at most 1/LEASE_SHARE of what was
 # left of it when the last lease was taken: so near the end of a quota, leases shrink to one
 # unit (one round trip per request, as without leases) and little is left stranded in a lease.
-MAX_LEASE = 64
+MAX_LEASE = 256
 LEASE_SHARE = 16
+# Leases are sized to the key's request rate in this process: one doubles while a block lasts
+# less than LEASE_FAST_SECONDS and halves when one lasted more than LEASE_SLOW_SECONDS. So a
+# block holds about a tenth of a second of requests: a busy key goes to Redis once per hundreds
+# of requests, a quiet one leases one place at a time (exact, as without leases).
+LEASE_FAST_SECONDS = 0.1
+LEASE_SLOW_SECONDS = 1.0
 
 
 class _Lease:
@@ -71,13 +79,25 @@ class _Lease:
     each, in order: the places left (``next..last``) and, leased ahead of need, the block that
     follows them (``ahead``)."""
 
-    __slots__ = ("ahead", "exhausted", "last", "next", "redis_key", "refill", "size")
+    __slots__ = (
+        "ahead",
+        "cap",
+        "exhausted",
+        "last",
+        "leased_at",
+        "next",
+        "redis_key",
+        "refill",
+        "size",
+    )
 
     def __init__(self, redis_key: str) -> None:
         self.redis_key = redis_key
+        self.leased_at = -math.inf  # when the last block was asked for (monotonic seconds)
         self.next, self.last = 1, 0  # the places left: next..last, all within the limit
         self.ahead: tuple[int, int] | None = None  # the next block, leased before it is needed
-        self.size = 1  # units the next lease asks for (doubles while demand lasts)
+        self.size = 1  # units the next lease asks for (follows the request rate)
+        self.cap = MAX_LEASE  # what the quota left allows a lease (LEASE_SHARE)
         self.exhausted = False  # the count passed the limit: no place is left to lease
         # A lease on its way; it resolves to the error that lease met, if any.
         self.refill: asyncio.Future[Exception | None] | None = None
@@ -102,11 +122,23 @@ class _Lease:
             and self.last - self.next < self.size // 2
         )
 
+    def asked(self) -> int:
+        """The size of the block to ask for now, by how long the last one lasted."""
+        now = time.monotonic()
+        lasted, self.leased_at = now - self.leased_at, now
+        if lasted < LEASE_FAST_SECONDS:
+            self.size *= 2
+        elif lasted > LEASE_SLOW_SECONDS:
+            self.size //= 2
+        self.size = max(1, min(self.size, self.cap))
+        return self.size
+
     def leased(self, last: int, size: int, limit: int) -> int:
         """Take in the block of ``size`` places ending at ``last``; its first place."""
         if last >= limit:
             self.exhausted = True
-        self.size = max(1, min(size * 2, MAX_LEASE, (limit - last) // LEASE_SHARE))
+        self.cap = max(1, min(MAX_LEASE, (limit - last) // LEASE_SHARE))
+        self.size = max(1, min(self.size, self.cap))
         return last - size + 1
 
 
@@ -120,8 +152,9 @@ class RedisStore:
     price: places a process leased but did not use before the window ended are lost, so the
     processes together may admit up to one lease each fewer than the limit, and a request's
     ``X-RateLimit-Remaining`` (the limit minus its place) does not count places other processes
-    have leased but not yet used. Leases start at one unit in each window, double while requests
-    keep coming, and shrink near the limit (``MAX_LEASE``, ``LEASE_SHARE``). When no more than
+    have leased but not yet used. Leases start at one unit in each window, follow the key's
+    request rate (about a tenth of a second of requests each, ``LEASE_FAST_SECONDS``), and
+    shrink near the limit (``MAX_LEASE``, ``LEASE_SHARE``). When no more than
     half a lease's places are left, the next block is leased in the background, so requests
     rarely wait for Redis: a process holds at most two blocks of a key (what it has left and
     the one ahead). One lease per key is on its way at a time; the leases wanted at the same
@@ -177,7 +210,7 @@ class RedisStore:
     async def _refill(self, lease: _Lease, redis_key: str, ttl: int, limit: int) -> int:
         """Lease another block now (no place is left); this request takes its first place."""
         refill = lease.refill = asyncio.get_running_loop().create_future()
-        size = lease.size
+        size = lease.asked()
         error: Exception | None = None
         try:
             totals, index = await self._rounds.join((redis_key, ttl, size))
@@ -197,7 +230,7 @@ class RedisStore:
         """Lease the next block in the background while places are left, so that requests
         rarely wait for a round trip (each waiting one costs a wake-up besides)."""
         refill = lease.refill = asyncio.get_running_loop().create_future()
-        size = lease.size
+        size = lease.asked()
 
         async def lease_block() -> None:
             error: Exception | None = None
