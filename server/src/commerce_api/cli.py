@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import service as catalog
 from commerce_api.core.errors import APIError
-from commerce_api.core.timestamps import format_timestamp
+from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE
 from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
@@ -338,7 +338,7 @@ def keys_list(as_json: bool) -> None:
             "prefix": key.prefix,
             "last4": key.last4,
             "created_at": format_timestamp(key.created_at),
-            "revoked_at": format_timestamp(key.revoked_at) if key.revoked_at else None,
+            "revoked_at": format_optional_timestamp(key.revoked_at),
         }
         for key in _with_database(load)
     ]

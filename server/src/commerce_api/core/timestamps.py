@@ -15,6 +15,11 @@ def format_timestamp(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
+def format_optional_timestamp(value: datetime | None) -> str | None:
+    """:func:`format_timestamp`, or None for a moment that has not come (``fulfilled_at``…)."""
+    return None if value is None else format_timestamp(value)
+
+
 def from_sqlite(value: str | None) -> datetime | None:
     """A timestamp column as SQLite stores it (naive ISO 8601, UTC), read with the standard
     library's ``sqlite3`` rather than the engine."""

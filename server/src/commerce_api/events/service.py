@@ -16,7 +16,7 @@ from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.pagination import page
-from commerce_api.core.timestamps import format_timestamp, utcnow
+from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 from commerce_api.events import repository as events_repository
 from commerce_api.storage.db import Executor, insert_rows
 from commerce_api.storage.tables import events, webhook_deliveries
@@ -128,11 +128,7 @@ async def _with_deliveries(conn: AsyncConnection, event: Any) -> dict[str, Any]:
         {
             "endpoint_id": delivery.endpoint_id,
             "status": delivery.status,
-            "next_attempt_at": (
-                None
-                if delivery.next_attempt_at is None
-                else format_timestamp(delivery.next_attempt_at)
-            ),
+            "next_attempt_at": format_optional_timestamp(delivery.next_attempt_at),
             "attempts": attempts_by_endpoint[delivery.endpoint_id],
         }
         for delivery in await webhooks.deliveries_of(conn, event.id)

@@ -14,7 +14,7 @@ from commerce_api.core.errors import APIError, forbidden, invalid_request, not_f
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major
 from commerce_api.core.pagination import page
-from commerce_api.core.timestamps import format_timestamp, utcnow
+from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 from commerce_api.events.service import record_event
 from commerce_api.orders import repository
 from commerce_api.orders.domain import (
@@ -32,10 +32,6 @@ from commerce_api.storage.db import Database
 
 ADDRESS_FIELDS = ("street", "line2", "city", "state", "postal_code", "country")
 _STAMP_FOR_STATUS = {OrderStatus.FULFILLED: "fulfilled_at", OrderStatus.CANCELED: "canceled_at"}
-
-
-def _timestamp(value: Any) -> str | None:
-    return None if value is None else format_timestamp(value)
 
 
 def render_order(order: Any, lines: list[Any]) -> dict[str, Any]:
@@ -58,8 +54,8 @@ def render_order(order: Any, lines: list[Any]) -> dict[str, Any]:
         "currency": order.currency,
         "created_at": format_timestamp(order.created_at),
         "updated_at": format_timestamp(order.updated_at),
-        "fulfilled_at": _timestamp(order.fulfilled_at),
-        "canceled_at": _timestamp(order.canceled_at),
+        "fulfilled_at": format_optional_timestamp(order.fulfilled_at),
+        "canceled_at": format_optional_timestamp(order.canceled_at),
     }
 
 

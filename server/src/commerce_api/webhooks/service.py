@@ -48,10 +48,6 @@ async def open_secret_box(settings: Settings, db: Database) -> SecretBox:
     return secret_box
 
 
-def _ts(value: Any) -> str | None:
-    return None if value is None else format_timestamp(value)
-
-
 def render_endpoint(row: Any) -> dict[str, Any]:
     return {
         "id": row.id,
