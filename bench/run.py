@@ -142,14 +142,16 @@ def pinned(cpu: int, command: list[str]) -> list[str]:
     return command
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of a process and its children (uvicorn may fork)."""
-    total = 0.0
-    pids = [pid]
+def _with_children(pid: int) -> list[int]:
+    """A process and its children (uvicorn may fork workers)."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for each in pids:
+    return [pid, *(int(p) for p in children.read_text().split())] if children.exists() else [pid]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its children."""
+    total = 0.0
+    for each in _with_children(pid):
         with contextlib.suppress(OSError):
             fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -157,13 +159,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of a process and its children (uvicorn may fork), in MB."""
+    """Resident memory of a process and its children, in MB."""
     total = 0
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for each in pids:
+    for each in _with_children(pid):
         status = Path(f"/proc/{each}/status")
         if status.exists():
             match = re.search(r"VmRSS:\s+(\d+) kB", status.read_text())
