@@ -224,14 +224,17 @@ class FastLane:
         receive: Receive,
         path_params: dict[str, str],
         body: BaseModel | None,
+        headers: dict[bytes, bytes] | None = None,
     ) -> dict[str, Any]:
         """The endpoint's arguments, as FastAPI would give them for the plain valid form of the
-        request; ``_Unserved`` for any other form."""
+        request; ``_Unserved`` for any other form. ``headers``: the request's, when the caller
+        has already read them (``_headers``)."""
         parsed = route.query(scope.get("query_string", b""))
         if parsed is None:
             raise _Unserved
         arguments = dict(parsed)  # the parsed query is memoised and shared: never fill it in
-        headers = _headers(scope)
+        if headers is None:
+            headers = _headers(scope)
         if headers is None or (
             route.body is None and (b"content-length" in headers or b"transfer-encoding" in headers)
         ):
@@ -309,7 +312,7 @@ class FastLane:
         try:
             assert route.body is not None
             data = route.body.model_validate(orjson.loads(body))
-            arguments = await self._arguments(route, scope, replayed, {}, data)
+            arguments = await self._arguments(route, scope, replayed, {}, data, headers)
         except Exception:  # the routes answer it (a bad key, the model's own error, …)
             return replayed
 
@@ -317,7 +320,11 @@ class FastLane:
         if not await self.pipeline.admit(scope, ctx):
             await self.pipeline.answer(scope, send, route.template, started, 429, b"")
             return None
-        request = Request(scope, replayed)
+        request = (
+            Request(scope, replayed)
+            if route.request_name is None
+            else arguments[route.request_name]  # the one the endpoint gets
+        )
         try:
             if key_text is None:
                 response = await route.endpoint(**arguments)
