@@ -294,17 +294,24 @@ async def test_a_clock_that_steps_back_still_counts_in_the_newest_window() -> No
 LIMIT = 10**6
 
 
-def counting_rounds(store: RedisStore) -> list[int]:
-    """The number of leases in each round trip ``store`` makes to Redis, as they are made."""
-    sent: list[int] = []
-    original = store._lease_round
+Lease = tuple[str, int, int]  # (Redis key, expiry seconds, units)
 
-    async def counting(leases: list[tuple[str, int, int]]) -> list[int]:
-        sent.append(len(leases))
-        return await original(leases)
 
-    store._rounds._send = counting  # the bound method the rounds were built with
-    return sent
+def recorded_rounds(store: RedisStore) -> list[list[Lease]]:
+    """The leases of each round trip ``store`` makes to Redis, as they are made."""
+    rounds: list[list[Lease]] = []
+    send = store._rounds._send
+
+    async def recording(leases: list[Lease]) -> list[int]:
+        rounds.append(list(leases))
+        return await send(leases)
+
+    store._rounds._send = recording  # the bound method the rounds were built with
+    return rounds
+
+
+def lease_sizes(rounds: list[list[Lease]]) -> list[int]:
+    return [units for leases in rounds for _, _, units in leases]
 
 
 async def test_concurrent_hits_on_redis_share_round_trips_and_count_exactly(
@@ -313,7 +320,7 @@ async def test_concurrent_hits_on_redis_share_round_trips_and_count_exactly(
     url, prefix = redis_prefix
     store = RedisStore(url, prefix)
     try:
-        sent = counting_rounds(store)
+        sent = recorded_rounds(store)
         hits = [store.hit(f"acct_{i % 3}", WINDOW_START, HOUR, LIMIT) for i in range(60)]
         counts = await asyncio.gather(*hits)
         for account in range(3):
@@ -343,7 +350,7 @@ async def test_processes_leasing_from_redis_never_admit_more_than_the_limit(
     stores = [RedisStore(url, prefix), RedisStore(url, prefix)]
     limit, requests = 1000, 3000
     try:
-        sent = [counting_rounds(store) for store in stores]
+        sent = [recorded_rounds(store) for store in stores]
 
         async def client(store: RedisStore) -> list[int]:
             places = []
@@ -442,22 +449,23 @@ async def test_leases_follow_the_request_rate(
     clock = _Clock()
     monkeypatch.setattr(stores_module, "time", clock)
     store = RedisStore(url, prefix)
-    sizes = lease_sizes(store)
+    rounds = recorded_rounds(store)
     try:
         for expected in range(1, 11):
             clock.now += 2.0
             assert await store.hit("acct_quiet", WINDOW_START, HOUR, LIMIT) == expected
-        assert set(sizes) == {1}
-        sizes.clear()
+        assert set(lease_sizes(rounds)) == {1}
+        rounds.clear()
         for _ in range(4 * MAX_LEASE):  # a burst: no time passes between requests
             await store.hit("acct_busy", WINDOW_START, HOUR, LIMIT)
+        sizes = lease_sizes(rounds)
         assert max(sizes) == MAX_LEASE
         assert sizes == sorted(sizes)  # doubling while each block lasts under 0.1 s
-        sizes.clear()
+        rounds.clear()
         for _ in range(2 * MAX_LEASE):  # quiet again: a request every 0.5 s
             clock.now += 0.5
             await store.hit("acct_busy", WINDOW_START, HOUR, LIMIT)
-        assert sizes[-1] < MAX_LEASE // 4
+        assert lease_sizes(rounds)[-1] < MAX_LEASE // 4
         redis = Redis.from_url(url)
         try:
             assert int(await redis.get(f"{prefix}ratelimit:{WINDOW_START}:acct_quiet")) == 10
@@ -465,16 +473,3 @@ async def test_leases_follow_the_request_rate(
             await redis.aclose()
     finally:
         await store.close()
-
-
-def lease_sizes(store: RedisStore) -> list[int]:
-    """The size of each lease ``store`` asks Redis for, as it asks."""
-    sizes: list[int] = []
-    send = store._rounds._send
-
-    async def recording(leases: list[tuple[str, int, int]]) -> list[int]:
-        sizes.extend(units for _, _, units in leases)
-        return await send(leases)
-
-    store._rounds._send = recording
-    return sizes
