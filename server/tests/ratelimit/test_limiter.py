@@ -431,14 +431,6 @@ async def test_a_steady_stream_of_requests_never_waits_for_redis(
         await store.close()
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 async def test_leases_follow_the_request_rate(
     redis_prefix: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -446,8 +438,8 @@ async def test_leases_follow_the_request_rate(
     what was admitted); a busy one grows its leases up to MAX_LEASE, and they shrink again
     when it quiets down."""
     url, prefix = redis_prefix
-    clock = _Clock()
-    monkeypatch.setattr(stores_module, "time", clock)
+    clock = FakeClock(0.0)  # the stores' monotonic time
+    monkeypatch.setattr(stores_module, "time", types.SimpleNamespace(monotonic=clock))
     store = RedisStore(url, prefix)
     rounds = recorded_rounds(store)
     try:
