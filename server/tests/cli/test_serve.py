@@ -151,6 +151,7 @@ def test_slow_and_idle_clients_are_closed_while_others_are_served(tmp_path: Path
     settings = {
         "COMMERCE_HTTP_HEADER_TIMEOUT_SECONDS": "1",
         "COMMERCE_HTTP_BODY_TIMEOUT_SECONDS": "1",
+        "COMMERCE_HTTP_KEEP_ALIVE_SECONDS": "1",
     }
     with running_server(
         database_url, tmp_path, args=["--demo"], expect_key=True, settings=settings
@@ -159,7 +160,16 @@ def test_slow_and_idle_clients_are_closed_while_others_are_served(tmp_path: Path
         idle = socket.create_connection((host, int(port)))
         trickling = socket.create_connection((host, int(port)))
         stalled = socket.create_connection((host, int(port)))
+        # Answered once, then idle (closed after the keep-alive), or then trickling its next
+        # head (closed after the keep-alive and the header timeout).
+        kept = socket.create_connection((host, int(port)))
+        kept_trickling = socket.create_connection((host, int(port)))
+        slow = (idle, trickling, stalled, kept, kept_trickling)
         try:
+            for sock in (kept, kept_trickling):
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
+            kept_trickling.sendall(b"GET /healthz HTTP/1.1\r\n")
             trickling.sendall(b"GET /healthz HTTP/1.1\r\n")
             stalled.sendall(
                 b"POST /v1/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -171,10 +181,23 @@ def test_slow_and_idle_clients_are_closed_while_others_are_served(tmp_path: Path
             # The others wait; a well-behaved client is served at once.
             with httpx.Client(base_url=server.base_url, timeout=5.0) as http:
                 assert http.get("/healthz").status_code == 200
-            for sock in (idle, trickling, stalled):
-                assert _closed_within(sock, 3.0), "a slow client was not closed"
+            for sock in slow:
+                assert _closed_within(sock, 4.0), "a slow or idle client was not closed"
             with httpx.Client(base_url=server.base_url, timeout=5.0) as http:
                 assert http.get("/healthz").status_code == 200
         finally:
-            for sock in (idle, trickling, stalled):
+            for sock in slow:
                 sock.close()
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole response with a Content-Length body."""
+    sock.settimeout(5.0)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(4096)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0])
+    while len(body) < length:
+        body += sock.recv(4096)
+    return data

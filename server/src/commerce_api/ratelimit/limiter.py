@@ -6,7 +6,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from commerce_api.observability.metrics import RATE_LIMIT_STORE_ERRORS
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore
@@ -19,8 +19,9 @@ logger = logging.getLogger("commerce_api.ratelimit")
 STORE_RETRY_SECONDS = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
+    """The limiter's answer for one request (a tuple: one is made per request)."""
+
     limit: int
     remaining: int
     reset: int  # Unix time, seconds, when the window resets
