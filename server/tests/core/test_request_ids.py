@@ -45,27 +45,39 @@ def test_request_ids_of_one_process_share_a_prefix_and_count_up() -> None:
     assert counters[2] == counters[1] + 1
 
 
-def test_after_a_fork_the_prefix_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_after_a_fork_the_prefix_is_drawn_again() -> None:
+    """A real fork: the child's ids get a prefix of their own and count from one; the
+    parent's go on as before."""
     parent = new_request_id()
-    real_pid = os.getpid()
-    monkeypatch.setattr(os, "getpid", lambda: real_pid + 1)
-    child = [new_request_id() for _ in range(3)]
+    child = _ids_of_a_forked_child(3)
     assert prefix_of(child[0]) != prefix_of(parent), "the child must not reuse the parent's"
     assert {prefix_of(value) for value in child} == {prefix_of(child[0])}
     assert child[0].endswith(f"{1:012x}"), "the child's counter starts again"
     assert all(REQUEST_ID.fullmatch(value) for value in child)
     assert parent not in child
 
-    # A second child (another pid) gets yet another prefix.
-    monkeypatch.setattr(os, "getpid", lambda: real_pid + 2)
-    grandchild = new_request_id()
-    assert prefix_of(grandchild) not in {prefix_of(parent), prefix_of(child[0])}
-
-    # Back in the parent's pid the prefix is drawn again too (the process cannot tell).
-    monkeypatch.setattr(os, "getpid", lambda: real_pid)
+    # A second child gets yet another prefix; the parent keeps its own.
+    second = _ids_of_a_forked_child(1)
+    assert prefix_of(second[0]) not in {prefix_of(parent), prefix_of(child[0])}
     again = new_request_id()
-    assert REQUEST_ID.fullmatch(again)
-    assert again not in {parent, *child, grandchild}
+    assert prefix_of(again) == prefix_of(parent)
+    assert again not in {parent, *child, *second}
+
+
+def _ids_of_a_forked_child(count: int) -> list[str]:
+    """``count`` request ids made in a forked child process."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: write its ids and leave at once (no pytest teardown here)
+        try:
+            os.write(write_end, " ".join(new_request_id() for _ in range(count)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        text = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return text.split()
 
 
 def test_a_fresh_generator_numbers_from_one() -> None:

@@ -8,6 +8,7 @@ stderr is replaced by a fake that records each ``write`` call. Every wait is a b
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -21,6 +22,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from commerce_api.http.context import RequestContext
 from commerce_api.http.observer import RequestObserver
@@ -502,3 +505,18 @@ def test_the_template_line_is_what_orjson_writes(seconds: float, account_id: str
     # An unusual method or value takes orjson itself.
     odd = (*entry[:3], 'key_"quoted"', entry[4], "BREW", *entry[6:])
     assert orjson.loads(log._line(odd))["key_id"] == 'key_"quoted"'
+
+
+@settings(max_examples=300, deadline=None)
+@given(seconds=st.floats(min_value=0, max_value=100_000, allow_nan=False))
+def test_a_json_lines_duration_is_written_as_the_json_formatter_writes_it(seconds: float) -> None:
+    """The duration's two forms (the message's ``%.2f`` and the field's shortest form) come
+    from one conversion; both must be what the JsonFormatter writes, for any duration."""
+    request = Request("req_1", "acct_1", "key_1", "/v1/products", "GET", 200, seconds)
+    log = AccessLog("json")
+    line = log._line(
+        (time.time(), *dataclasses.astuple(request))  # type: ignore[arg-type]
+    )
+    expected = JsonFormatter().format(request.log_record())
+    assert json.loads(line)["message"] == json.loads(expected)["message"]
+    assert line.rsplit('"duration_ms":', 1)[1] == expected.rsplit('"duration_ms":', 1)[1]

@@ -16,6 +16,7 @@ import httpx
 import pytest
 import sqlalchemy.exc
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 from starlette.types import Message
@@ -25,6 +26,7 @@ from commerce_api.catalog import repository as catalog_repository
 from commerce_api.core.timestamps import utcnow
 from commerce_api.http.middleware import is_storage_full
 from commerce_api.http.pipeline import route_template
+from commerce_api.observability.metrics import observe_all
 from commerce_api.orders import placement
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_deliveries
@@ -320,3 +322,32 @@ def test_what_counts_as_a_full_disk(exc: Exception, full: bool) -> None:
     wrapped = sqlalchemy.exc.OperationalError("…", {}, exc)
     assert is_storage_full(exc) is full
     assert is_storage_full(wrapped) is full
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.0],
+        [0.0001, 0.004, 0.005, 0.0051, 0.3, 2.5, 7.0, 1e6],
+        [0.01] * 64,
+        [-1.0, 0.05, 0.05, 10.0, float("inf")],
+    ],
+    ids=["zero", "every-bucket", "one-bucket", "edges"],
+)
+def test_observing_a_batch_is_observing_each_value(values: list[float]) -> None:
+    """``observe_all`` (one increment per bucket) exposes what ``observe`` per value does."""
+    buckets = (0.005, 0.05, 0.5, 5.0)
+    one_by_one, batched = CollectorRegistry(), CollectorRegistry()
+    single = Histogram("d", "d", buckets=buckets, registry=one_by_one)
+    many = Histogram("d", "d", buckets=buckets, registry=batched)
+    for value in values:
+        single.observe(value)
+    observe_all(many, values)
+    assert _without_created(generate_latest(batched)) == _without_created(
+        generate_latest(one_by_one)
+    )
+
+
+def _without_created(exposition: bytes) -> list[bytes]:
+    """The exposition's lines but the creation time (each histogram's own)."""
+    return [line for line in exposition.splitlines() if b"_created" not in line]

@@ -23,7 +23,7 @@ from commerce_api.http.dependencies import (
     ServicesDep,
 )
 from commerce_api.http.routing import (
-    JSON,
+    RenderedJSON,
     StrictRoute,
     error_responses,
     json_response,
@@ -60,7 +60,7 @@ async def list_products(
     limit = clamp(limit)
     cached = await services.read_path.page(ctx, category, limit, offset)
     if cached is not None:
-        return Response(cached, media_type=JSON)
+        return RenderedJSON(cached)
     async with services.db.read() as conn:
         page = await service.list_products(conn, category=category, limit=limit, offset=offset)
     return json_response(page)
@@ -80,7 +80,7 @@ async def get_product(
     body = await services.read_path.product_body(ctx, id)
     if body is None:
         raise service.product_not_found(id)
-    return Response(body, media_type=JSON)
+    return RenderedJSON(body)
 
 
 @router.post(

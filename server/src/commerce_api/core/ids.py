@@ -48,19 +48,19 @@ class _RequestIds:
 
     A request id only has to be unique, not unguessable (it names a request in logs and error
     bodies), so it costs a counter step instead of a CSPRNG draw on every response. The prefix
-    (12 base62 characters, ~71 bits) keeps processes apart; it is drawn again after a fork.
+    (12 base62 characters, ~71 bits) keeps processes apart; a forked child draws its own
+    (``os.register_at_fork``: no ``getpid`` system call per request).
     """
 
     def __init__(self) -> None:
-        self._pid = -1
-        self._prefix = ""
-        self._counter: itertools.count[int] = itertools.count()
+        self._restart()
+        os.register_at_fork(after_in_child=self._restart)
+
+    def _restart(self) -> None:
+        self._prefix = f"req_{random_token(12)}"
+        self._counter: itertools.count[int] = itertools.count(1)
 
     def __call__(self) -> str:
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._prefix = f"req_{random_token(12)}"
-            self._counter = itertools.count(1)
         # 12 hex digits: 2**48 requests before the counter would widen the id.
         return f"{self._prefix}{next(self._counter):012x}"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -113,7 +114,16 @@ class RequestMetrics:
         self._batch.flush()
 
     def _write(self, pending: list[tuple[str, str, int, float]]) -> None:
+        # Counted per child, then added once: in multi-process mode every increment is a locked
+        # write to a shared file, and a batch holds few distinct children.
+        counts: dict[tuple[str, str, int], list[float]] = {}
         for route, method, status, seconds in pending:
+            durations = counts.get((route, method, status))
+            if durations is None:
+                counts[route, method, status] = [seconds]
+            else:
+                durations.append(seconds)
+        for (route, method, status), durations in counts.items():
             children = self._children.get((route, method, status))
             if children is None:
                 label = counter_method(method)
@@ -123,8 +133,26 @@ class RequestMetrics:
                 )
                 self._children[route, method, status] = children
             counter, histogram = children
-            counter.inc()
-            histogram.observe(seconds)
+            counter.inc(len(durations))
+            observe_all(histogram, durations)
+
+
+def observe_all(histogram: Histogram, values: list[float]) -> None:
+    """``histogram.observe`` for each of ``values``, with one increment per bucket and one of
+    the sum (prometheus-client has no call for many values; this uses its ``_sum``,
+    ``_buckets`` and ``_upper_bounds``, as ``observe`` does: the tests hold the two to the same
+    exposition)."""
+    bounds: list[float] = histogram._upper_bounds  # type: ignore[attr-defined]
+    per_bucket = [0] * len(bounds)
+    total = 0.0
+    for value in values:
+        per_bucket[bisect_left(bounds, value)] += 1  # the first bound >= value, as observe
+        total += value  # in order, as observe adds them
+    histogram._sum.inc(total)  # type: ignore[attr-defined]
+    buckets = histogram._buckets  # type: ignore[attr-defined]
+    for index, count in enumerate(per_bucket):
+        if count:
+            buckets[index].inc(count)
 
 
 def counter_method(method: str) -> str:
