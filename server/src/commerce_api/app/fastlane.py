@@ -49,12 +49,21 @@ from commerce_api.http.dependencies import (
     request_services,
 )
 from commerce_api.http.middleware import unexpected_failure
-from commerce_api.http.pipeline import Pipeline, authenticate
+from commerce_api.http.pipeline import (
+    Pipeline,
+    authenticate,
+    authorization,
+    declares_body,
+    header_text,
+    json_body_size,
+    own_headers,
+    request_headers,
+)
 from commerce_api.http.routing import keyed_request, run_self_managed, served_first_as
 
 logger = logging.getLogger("commerce_api.readpath")
 
-_KEY_HEADER = idempotency.HEADER.lower().encode()
+_KEY_HEADER = idempotency.HEADER.lower().encode()  # as ``request_headers`` names it
 
 
 class _Unserved(Exception):
@@ -234,10 +243,8 @@ class FastLane:
             raise _Unserved
         arguments = dict(parsed)  # the parsed query is memoised and shared: never fill it in
         if headers is None:
-            headers = _headers(scope)
-        if headers is None or (
-            route.body is None and (b"content-length" in headers or b"transfer-encoding" in headers)
-        ):
+            headers = request_headers(scope)
+        if headers is None or (route.body is None and declares_body(headers)):
             raise _Unserved  # a body where none is declared, a repeated header: the routes decide
         for name, raw in path_params.items():
             value, valid = route.path_value(name, raw)
@@ -260,25 +267,20 @@ class FastLane:
 
     async def _caller(self, ctx: RequestContext, headers: dict[bytes, bytes]) -> Principal:
         """The caller, by the request's key; ``_Unserved`` without a valid one."""
-        authorization = headers.get(b"authorization")
-        if authorization is None:
+        given = authorization(headers)
+        if given is None:
             raise _Unserved
         try:
-            return await authenticate(self.services.read_path, ctx, authorization.decode("latin-1"))
+            return await authenticate(self.services.read_path, ctx, given)
         except APIError:
             raise _Unserved from None
 
     async def _answer(
         self, route: _Route, scope: Scope, send: Send, started: float, response: Response
     ) -> None:
-        headers = [
-            (name, value)
-            for name, value in response.raw_headers
-            if name not in (b"content-type", b"content-length")  # the pipeline sends them
-        ]
         body = bytes(response.body)
         await self.pipeline.answer(
-            scope, send, route.template, started, response.status_code, body, headers
+            scope, send, route.template, started, response.status_code, body, own_headers(response)
         )
 
     async def _place_order(
@@ -287,19 +289,11 @@ class FastLane:
         """``POST /v1/orders``: the body validated with the route's model, the request counted,
         then the route's endpoint called (under its ``Idempotency-Key`` as the routes run it);
         what it returns or raises is answered here."""
-        headers = _headers(scope)
-        if (
-            headers is None
-            or headers.get(b"content-type") != b"application/json"
-            or b"transfer-encoding" in headers
-        ):
+        headers = request_headers(scope)
+        size = None if headers is None else json_body_size(headers)
+        if headers is None or size is None:
             return receive
-        try:
-            size = int(headers.get(b"content-length", b""))
-        except ValueError:
-            return receive
-        key = headers.get(_KEY_HEADER)
-        key_text = None if key is None else key.decode("latin-1")
+        key_text = header_text(headers, _KEY_HEADER)
         if not 0 < size <= MAX_BODY_BYTES or (
             key_text is not None and not idempotency.KEY_PATTERN.fullmatch(key_text)
         ):
@@ -344,16 +338,6 @@ class FastLane:
             return None
         await self._answer(route, scope, send, started, response)
         return None
-
-
-def _headers(scope: Scope) -> dict[bytes, bytes] | None:
-    """The request's headers by name; None when one is repeated (the routes decide then)."""
-    found: dict[bytes, bytes] = {}
-    for name, value in scope["headers"]:
-        if name in found:
-            return None
-        found[name] = value
-    return found
 
 
 async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Message]]:

@@ -11,7 +11,9 @@ each concern:
   when it is over, the ``X-RateLimit-*`` headers on every answer;
 - the headers every answer carries (:meth:`Pipeline.headers`: the rate-limit headers, the
   request id, ``nosniff``);
-- metrics and the request log (:meth:`Pipeline.observe`, labelled by route template).
+- metrics and the request log (:meth:`Pipeline.observe`, labelled by route template);
+- the request head as a path that answers before the routes reads it (:func:`request_headers`
+  and the functions after it: the body's framing, the key), so the fast lane names no header.
 
 The contract's 500 (and the 503 of a full disk) is ``middleware.unexpected_failure``, used by
 the error guard inside this layer and by the fast lane.
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from commerce_api.accounts.service import Principal, bearer_token
@@ -63,10 +66,65 @@ async def authenticate(
     return principal
 
 
+# --- the request's head, as a path that answers before the routes reads it ----------------------
+
+_AUTHORIZATION = b"authorization"
+_CONTENT_TYPE = b"content-type"
+_CONTENT_LENGTH = b"content-length"
+_TRANSFER_ENCODING = b"transfer-encoding"
+_JSON_TYPE = JSON_HEADER[1]
+
+
+def request_headers(scope: Scope) -> dict[bytes, bytes] | None:
+    """The request's headers by (lower-case) name; None when one is repeated (a form only the
+    routes answer)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        if name in found:
+            return None
+        found[name] = value
+    return found
+
+
+def declares_body(headers: dict[bytes, bytes]) -> bool:
+    """Whether the request says a body follows (a length or a transfer coding)."""
+    return _CONTENT_LENGTH in headers or _TRANSFER_ENCODING in headers
+
+
+def json_body_size(headers: dict[bytes, bytes]) -> int | None:
+    """The size of a body in its plain form: ``application/json`` of a stated length, not
+    chunked; None for any other form."""
+    if headers.get(_CONTENT_TYPE) != _JSON_TYPE or _TRANSFER_ENCODING in headers:
+        return None
+    try:
+        return int(headers.get(_CONTENT_LENGTH, b""))
+    except ValueError:
+        return None
+
+
+def header_text(headers: dict[bytes, bytes], lower_name: bytes) -> str | None:
+    value = headers.get(lower_name)
+    return None if value is None else value.decode("latin-1")
+
+
+def authorization(headers: dict[bytes, bytes]) -> str | None:
+    """The Authorization header of ``request_headers``."""
+    return header_text(headers, _AUTHORIZATION)
+
+
+def own_headers(response: Response) -> list[tuple[bytes, bytes]]:
+    """An endpoint's response headers but those :meth:`Pipeline.answer` sets itself."""
+    return [
+        (name, value)
+        for name, value in response.raw_headers
+        if name != _CONTENT_TYPE and name != _CONTENT_LENGTH
+    ]
+
+
 def authorization_header(scope: Scope) -> str | None:
     """The request's Authorization header (the first, as Starlette's ``headers.get``)."""
     for name, value in scope["headers"]:
-        if name == b"authorization":
+        if name == _AUTHORIZATION:
             text: str = value.decode("latin-1")
             return text
     return None
