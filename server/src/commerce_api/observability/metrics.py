@@ -142,14 +142,14 @@ def observe_all(histogram: Histogram, values: list[float]) -> None:
     the sum (prometheus-client has no call for many values; this uses its ``_sum``,
     ``_buckets`` and ``_upper_bounds``, as ``observe`` does: the tests hold the two to the same
     exposition)."""
-    bounds: list[float] = histogram._upper_bounds  # type: ignore[attr-defined]
+    bounds: list[float] = histogram._upper_bounds
     per_bucket = [0] * len(bounds)
     total = 0.0
     for value in values:
         per_bucket[bisect_left(bounds, value)] += 1  # the first bound >= value, as observe
         total += value  # in order, as observe adds them
-    histogram._sum.inc(total)  # type: ignore[attr-defined]
-    buckets = histogram._buckets  # type: ignore[attr-defined]
+    histogram._sum.inc(total)
+    buckets = histogram._buckets
     for index, count in enumerate(per_bucket):
         if count:
             buckets[index].inc(count)
