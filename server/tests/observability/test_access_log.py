@@ -514,9 +514,7 @@ def test_a_json_lines_duration_is_written_as_the_json_formatter_writes_it(second
     from one conversion; both must be what the JsonFormatter writes, for any duration."""
     request = Request("req_1", "acct_1", "key_1", "/v1/products", "GET", 200, seconds)
     log = AccessLog("json")
-    line = log._line(
-        (time.time(), *dataclasses.astuple(request))  # type: ignore[arg-type]
-    )
+    line = log._line((time.time(), *dataclasses.astuple(request)))
     expected = JsonFormatter().format(request.log_record())
     assert json.loads(line)["message"] == json.loads(expected)["message"]
     assert line.rsplit('"duration_ms":', 1)[1] == expected.rsplit('"duration_ms":', 1)[1]
