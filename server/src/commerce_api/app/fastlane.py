@@ -85,6 +85,7 @@ class _Route:
     method: str
     template: str
     path: Pattern[str]
+    fixed: bool  # no path parameters: the path is the template
     endpoint: Callable[..., Awaitable[Response]]
     query: Callable[[bytes], dict[str, Any] | None]
     path_value: Callable[[str, str], tuple[Any, bool]]
@@ -117,6 +118,7 @@ class _Route:
             method=method,
             template=route.path,
             path=route.path_regex,
+            fixed=not route.param_convertors,
             endpoint=route.endpoint,
             query=_query_parser(dependant.query_params),
             path_value=_path_validator(dependant.path_params),
@@ -184,22 +186,32 @@ class FastLane:
             for route in routes
             if isinstance(route, APIRoute) and served_first_as(route.endpoint) is not None
         ]
+        # A route without path parameters matches its path exactly: found by a dict lookup.
+        self._fixed = {
+            (route.method, route.template): route for route in self.routes if route.fixed
+        }
+        self._patterned = [route for route in self.routes if not route.fixed]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """None when the request was answered here; else the ``receive`` the full stack must
         read the request from (the original, or one that first replays what was read)."""
         method = scope["method"]
         path: str = scope["path"]
-        for route in self.routes:
-            if route.method == method and (match := route.path.match(path)) is not None:
-                break
+        route = self._fixed.get((method, path))
+        if route is not None:
+            path_params: dict[str, str] = {}
         else:
-            return receive
+            for route in self._patterned:
+                if route.method == method and (match := route.path.match(path)) is not None:
+                    path_params = match.groupdict()
+                    break
+            else:
+                return receive
         started = time.perf_counter()
         if route.places_orders:
             return await self._place_order(route, scope, receive, send, started)
         try:
-            response = await self._run(route, scope, receive, match.groupdict(), None)
+            response = await self._run(route, scope, receive, path_params, None)
         except _Unserved:
             return receive
         except Exception:

@@ -6,7 +6,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, get_args
 
 from commerce_api.observability.metrics import RATE_LIMIT_STORE_ERRORS
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore
@@ -51,6 +51,8 @@ class RateLimiter:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self._window = settings.rate_limit_window_seconds
+        self._limits = {tier: settings.rate_limit_for(tier) for tier in get_args(Tier)}
         self.store = store
         self.clock = clock
         self.store_errors = 0
@@ -59,33 +61,35 @@ class RateLimiter:
 
     async def check(self, key: str, tier: Tier) -> Decision:
         """Count one request for ``key`` (``acct_…``, ``key_…`` or ``ip:…``) and decide."""
-        window = self.settings.rate_limit_window_seconds
-        limit = self.settings.rate_limit_for(tier)
+        window = self._window
+        limit = self._limits[tier]
         now = self.clock()
         window_start = int(now) - int(now) % window
         reset = window_start + window
-        count = await self._hit(key, window_start, window, limit)
+        if time.monotonic() >= self._fallback_until:
+            try:
+                count = await self.store.hit(key, window_start, window, limit)
+            except Exception as exc:
+                self._store_failed(exc)
+                count = await self._fallback.hit(key, window_start, window, limit)
+        else:
+            self.store_errors += 1
+            RATE_LIMIT_STORE_ERRORS.inc()
+            count = await self._fallback.hit(key, window_start, window, limit)
         if count > limit:
             return Decision(limit, 0, reset, retry_after=max(1, math.ceil(reset - now)))
         return Decision(limit, limit - count, reset, retry_after=None)
 
-    async def _hit(self, key: str, window_start: int, window: int, limit: int) -> int:
-        if time.monotonic() >= self._fallback_until:
-            try:
-                return await self.store.hit(key, window_start, window, limit)
-            except Exception as exc:
-                self.store_errors += 1
-                RATE_LIMIT_STORE_ERRORS.inc()
-                self._fallback_until = time.monotonic() + STORE_RETRY_SECONDS
-                logger.warning(
-                    "rate-limit store unavailable (%s); counting in this process for %.0f s",
-                    type(exc).__name__,
-                    STORE_RETRY_SECONDS,
-                )
-        else:
-            self.store_errors += 1
-            RATE_LIMIT_STORE_ERRORS.inc()
-        return await self._fallback.hit(key, window_start, window, limit)
+    def _store_failed(self, exc: Exception) -> None:
+        """Count in this process for a while instead of paying a timeout on every request."""
+        self.store_errors += 1
+        RATE_LIMIT_STORE_ERRORS.inc()
+        self._fallback_until = time.monotonic() + STORE_RETRY_SECONDS
+        logger.warning(
+            "rate-limit store unavailable (%s); counting in this process for %.0f s",
+            type(exc).__name__,
+            STORE_RETRY_SECONDS,
+        )
 
     async def close(self) -> None:
         await self.store.close()
