@@ -66,6 +66,9 @@ logger = logging.getLogger("commerce_api.readpath")
 _KEY_HEADER = idempotency.HEADER.lower().encode()  # as ``request_headers`` names it
 
 
+MAX_MATCHED_PATHS = 4096  # paths with parameters (a product's, say) whose match is kept
+
+
 class _Unserved(Exception):
     """The request is not in its plain, valid form: the full stack answers it."""
 
@@ -187,26 +190,34 @@ class FastLane:
             if isinstance(route, APIRoute) and served_first_as(route.endpoint) is not None
         ]
         # A route without path parameters matches its path exactly: found by a dict lookup.
-        self._fixed = {
-            (route.method, route.template): route for route in self.routes if route.fixed
+        # (method, path) → the route and its path parameters: a route without parameters by its
+        # template; one with them as requests name it (memoised: clients poll the same paths).
+        self._fixed: dict[tuple[str, str], tuple[_Route, dict[str, str]]] = {
+            (route.method, route.template): (route, {}) for route in self.routes if route.fixed
         }
+        self._matched = dict(self._fixed)
         self._patterned = [route for route in self.routes if not route.fixed]
+
+    def _match(self, method: str, path: str) -> tuple[_Route, dict[str, str]] | None:
+        for route in self._patterned:
+            if route.method == method and (match := route.path.match(path)) is not None:
+                if len(self._matched) >= MAX_MATCHED_PATHS:
+                    self._matched = dict(self._fixed)
+                found = self._matched[method, path] = (route, match.groupdict())
+                return found
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """None when the request was answered here; else the ``receive`` the full stack must
         read the request from (the original, or one that first replays what was read)."""
         method = scope["method"]
         path: str = scope["path"]
-        route = self._fixed.get((method, path))
-        if route is not None:
-            path_params: dict[str, str] = {}
-        else:
-            for route in self._patterned:
-                if route.method == method and (match := route.path.match(path)) is not None:
-                    path_params = match.groupdict()
-                    break
-            else:
+        found = self._matched.get((method, path))
+        if found is None:
+            found = self._match(method, path)
+            if found is None:
                 return receive
+        route, path_params = found
         started = time.perf_counter()
         if route.places_orders:
             return await self._place_order(route, scope, receive, send, started)

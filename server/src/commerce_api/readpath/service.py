@@ -107,9 +107,11 @@ class ReadPath:
         await self.reader.close()
 
     async def versions(self, request: PerRequest) -> freshness.Versions | None:
-        """The change stamps, read once per request."""
+        """The change stamps, read once per request (callers look at ``versions_read``
+        first: a request asks three times, and a coroutine is not free)."""
         if not request.versions_read:
-            request.versions = await self.tracker.current()
+            known = self.tracker.known()
+            request.versions = known if known is not None else await self.tracker.current()
             request.versions_read = True
         return request.versions
 
@@ -117,7 +119,8 @@ class ReadPath:
         self, request: PerRequest, category: str | None, limit: int, offset: int
     ) -> bytes | None:
         """A cached product-list page, or None (then read the database)."""
-        return self.catalog.page(await self.versions(request), category, limit, offset)
+        versions = request.versions if request.versions_read else await self.versions(request)
+        return self.catalog.page(versions, category, limit, offset)
 
     async def authenticate(self, token: str, request: PerRequest) -> Principal:
         """The key's principal (401 otherwise), from the cache when it is current."""
@@ -126,7 +129,7 @@ class ReadPath:
             computed = key_lookup_hash(token, self.environment)
         else:
             computed = None
-        versions = await self.versions(request)
+        versions = request.versions if request.versions_read else await self.versions(request)
         version = None if versions is None else versions.auth
         principal = self.keys.get(token, version)
         if principal is None:
@@ -150,7 +153,7 @@ class ReadPath:
         data_version is taken (with the stamps) *before* the row is read, so a commit that
         lands in between makes the entry stale at once, never wrongly fresh.
         """
-        versions = await self.versions(request)
+        versions = request.versions if request.versions_read else await self.versions(request)
         data_version = None if versions is None else versions.data_version
         if data_version is not None and data_version == self._products_data_version:
             cached = self._products.get(product_id)
