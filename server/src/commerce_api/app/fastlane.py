@@ -38,10 +38,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
-from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError, error_response
 from commerce_api.http import idempotency
-from commerce_api.http.context import RequestContext, context
+from commerce_api.http.context import context
 from commerce_api.http.dependencies import (
     Services,
     current_principal,
@@ -280,23 +279,19 @@ class FastLane:
                 arguments[name] = self.services
             elif what == "context":
                 arguments[name] = ctx
-            else:
-                arguments[name] = await self._caller(ctx, headers)
+            else:  # the caller, by the request's key; _Unserved without a valid one
+                given = authorization(headers)
+                if given is None:
+                    raise _Unserved
+                try:
+                    arguments[name] = await authenticate(self.services.read_path, ctx, given)
+                except APIError:
+                    raise _Unserved from None
         if route.request_name is not None:
             arguments[route.request_name] = Request(scope, receive)
         if route.body_name is not None:
             arguments[route.body_name] = body
         return arguments
-
-    async def _caller(self, ctx: RequestContext, headers: dict[bytes, bytes]) -> Principal:
-        """The caller, by the request's key; ``_Unserved`` without a valid one."""
-        given = authorization(headers)
-        if given is None:
-            raise _Unserved
-        try:
-            return await authenticate(self.services.read_path, ctx, given)
-        except APIError:
-            raise _Unserved from None
 
     async def _answer(
         self, route: _Route, scope: Scope, send: Send, started: float, response: Response
@@ -346,7 +341,8 @@ class FastLane:
             if key_text is None:
                 response = await route.endpoint(**arguments)
             else:
-                principal = await self._caller(ctx, headers)
+                principal = ctx.principal  # authenticated for the endpoint (_arguments)
+                assert principal is not None, route.template
                 keyed = keyed_request(principal, key_text, "POST", route.template, "", body)
                 response = await run_self_managed(
                     self.services, request, keyed, lambda: route.endpoint(**arguments)

@@ -43,6 +43,7 @@ class AccessLog:
         self._json = log_format == "json"
         self._batch: Batch[_Entry] = Batch(self._write, BATCH_LINES, FLUSH_SECONDS)
         self._second: tuple[int, str, str] = (-1, "", "")
+        self._stamp: tuple[tuple[int, int, bool], str] = ((-1, -1, False), "")
         self._pieces: dict[tuple[str | None, str | None, str, str, int], tuple[str, str]] = {}
 
     @staticmethod
@@ -130,14 +131,20 @@ class AccessLog:
 
     def _time(self, now: float, iso: bool) -> str:
         """``2026-11-21T08:12:41.123Z`` (JSON) or ``2026-11-21 08:12:41,123`` (text, local
-        time, as ``logging`` writes ``asctime``); the part up to the second is cached."""
+        time, as ``logging`` writes ``asctime``); the part up to the second is cached, and the
+        whole stamp of the last millisecond (a busy process logs several per millisecond)."""
         whole = int(now)
+        millis = int((now - whole) * 1000)
+        stamp = (whole, millis, iso)
+        if stamp == self._stamp[0]:
+            return self._stamp[1]
         if self._second[0] != whole:
             utc = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
             local = time.strftime("%Y-%m-%d %H:%M:%S,", time.localtime(whole))
             self._second = (whole, utc, local)
-        millis = int((now - whole) * 1000)
-        return f"{self._second[1]}{millis:03d}Z" if iso else f"{self._second[2]}{millis:03d}"
+        text = f"{self._second[1]}{millis:03d}Z" if iso else f"{self._second[2]}{millis:03d}"
+        self._stamp = (stamp, text)
+        return text
 
     def flush(self) -> None:
         self._batch.flush()
