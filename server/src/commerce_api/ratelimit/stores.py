@@ -64,7 +64,7 @@ REDIS_TIMEOUT_SECONDS = 0.5
 # A lease takes at most this many units of a key's quota, and at most 1/LEASE_SHARE of what was
 # left of it when the last lease was taken: so near the end of a quota, leases shrink to one
 # unit (one round trip per request, as without leases) and little is left stranded in a lease.
-MAX_LEASE = 256
+MAX_LEASE = 1024
 LEASE_SHARE = 16
 # Leases are sized to the key's request rate in this process: one doubles while a block lasts
 # less than LEASE_FAST_SECONDS and halves when one lasted more than LEASE_SLOW_SECONDS. So a
