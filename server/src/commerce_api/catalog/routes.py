@@ -22,8 +22,8 @@ from commerce_api.http.dependencies import (
     RequestContextDep,
     ServicesDep,
 )
+from commerce_api.http.pipeline import RenderedJSON
 from commerce_api.http.routing import (
-    RenderedJSON,
     StrictRoute,
     error_responses,
     json_response,

@@ -28,23 +28,6 @@ JSON = "application/json"
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
 
 
-class RenderedJSON(Response):
-    """A 200 whose JSON body is already rendered (a cached page or product): Starlette's
-    ``Response`` with the same two headers, in the same order, without its general
-    constructor's work (one is made per catalogue read)."""
-
-    media_type = JSON
-
-    def __init__(self, body: bytes) -> None:
-        self.status_code = 200
-        self.background = None
-        self.body = body
-        self.raw_headers = [(b"content-length", str(len(body)).encode()), _JSON_TYPE]
-
-
-_JSON_TYPE = (b"content-type", JSON.encode())
-
-
 def json_response(
     content: object, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
