@@ -38,6 +38,7 @@ from commerce_api.observability.metrics import (
     REJECTED_KEY,
     UNMATCHED_ROUTE,
 )
+from commerce_api.settings import Tier
 
 if TYPE_CHECKING:
     from commerce_api.http.dependencies import Services
@@ -176,13 +177,7 @@ class Pipeline:
                     principal = await authenticate(self.read_path, ctx, authorization_header(scope))
                 except Exception:
                     principal = None
-            if principal is not None:
-                key = principal.account_id or principal.key_id
-                ctx.decision = await self.limiter.check(key, principal.tier)
-            else:
-                client = scope.get("client")
-                ip = f"ip:{client[0] if client else '-'}"
-                ctx.decision = await self.limiter.check(ip, "development")
+            ctx.decision = await self.limiter.check(*quota(principal, scope))
         return ctx.decision.allowed
 
     def exempt(self, path: str) -> bool:
@@ -225,7 +220,14 @@ class Pipeline:
         """Send a whole JSON answer, finished like every other: counted against the quota
         (over it, the 429 instead), with the common headers, observed."""
         ctx = context(scope)
-        if not await self.admit(scope, ctx):
+        decision = ctx.decision
+        if decision is None and self.limiting:
+            if ctx.principal is not None:  # the common case, counted without admit's coroutine
+                decision = ctx.decision = await self.limiter.check(*quota(ctx.principal, scope))
+            else:
+                await self.admit(scope, ctx)
+                decision = ctx.decision
+        if decision is not None and not decision.allowed:
             status, body, headers = 429, self.rejection(ctx), None
         start = [JSON_HEADER, (b"content-length", str(len(body)).encode())]
         start += headers or []
@@ -246,6 +248,15 @@ class Pipeline:
 
     def route_template(self, scope: Scope) -> str:
         return route_template(scope, self.routes)
+
+
+def quota(principal: Principal | None, scope: Scope) -> tuple[str, Tier]:
+    """What a request is counted against: its key's account (or the key, for an admin key
+    without one) at the key's tier; without a valid key, its IP at the development tier."""
+    if principal is not None:
+        return principal.account_id or principal.key_id, principal.tier
+    client = scope.get("client")
+    return f"ip:{client[0] if client else '-'}", "development"
 
 
 def route_template(scope: Scope, routes: MethodIndex) -> str:
