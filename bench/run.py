@@ -4,7 +4,9 @@ For each backend (the embedded default, SQLite; and PostgreSQL + Redis when reac
 catalogue size, it generates a catalogue, starts ``commerce-api serve`` (one worker, pinned to
 CPU 0 when ``taskset`` exists) and drives it with wrk from a separate process pinned to CPU 1.
 In the same run it measures a ceiling app (``bench/ceiling.py``: a minimal ASGI app on the same
-server answering the same bytes) and reports every figure as a ratio to it.
+server answering the same bytes) and reports every figure as a ratio to it. The ceiling serves
+beside the service, and each catalogue read alternates its rounds with the ceiling's, so that a
+machine whose speed drifts over minutes (a shared VM's does) moves both sides of a ratio alike.
 
 Scenarios: the first page of ``GET /v1/products``, with the rate limiter on and off; the last
 page (a deep offset); a category's last page; ``GET /v1/products/{id}``; ``POST /v1/orders``
@@ -243,6 +245,17 @@ def wrk(
     )
 
 
+@dataclass
+class Target:
+    """What one scenario loads: a server's URL, the request headers, its process, wrk's script."""
+
+    scenario: Scenario
+    url: str
+    headers: dict[str, str]
+    pid: int
+    lua: str = ""
+
+
 def measure(
     scenario: Scenario,
     url: str,
@@ -254,15 +267,26 @@ def measure(
 ) -> Scenario:
     """A warm-up, then ``args.rounds`` wrk runs of ``url`` into ``scenario``, each with the
     server's memory; ``placement``: wrk's ``threads`` and ``cpu``."""
-    wrk(url, headers, 2, args.connections, lua, **placement)
-    for _ in range(args.rounds):
-        started = cpu_seconds(pid)
-        result = wrk(url, headers, args.duration, args.connections, lua, **placement)
-        used = cpu_seconds(pid) - started
-        result.rss_mb = rss_mb(pid)
-        result.cpu_us = used / (result.requests_per_second * args.duration) * 1e6
-        scenario.runs.append(result)
+    measure_side_by_side([Target(scenario, url, headers, pid, lua)], args, **placement)
     return scenario
+
+
+def measure_side_by_side(targets: list[Target], args: argparse.Namespace, **placement: Any) -> None:
+    """Each target warmed up, then ``args.rounds`` rounds of one wrk run per target in turn: a
+    scenario and its ceiling measured seconds apart, so that a machine whose speed drifts
+    (a shared VM's does, by several per cent over minutes) moves both alike."""
+    for target in targets:
+        wrk(target.url, target.headers, 2, args.connections, target.lua, **placement)
+    for _ in range(args.rounds):
+        for target in targets:
+            started = cpu_seconds(target.pid)
+            result = wrk(
+                target.url, target.headers, args.duration, args.connections, target.lua, **placement
+            )
+            used = cpu_seconds(target.pid) - started
+            result.rss_mb = rss_mb(target.pid)
+            result.cpu_us = used / (result.requests_per_second * args.duration) * 1e6
+            target.scenario.runs.append(result)
 
 
 async def prepare(database_url: str, products: int) -> tuple[str, str]:
@@ -405,18 +429,42 @@ def measure_service(
         command = [str(BIN / "commerce-api"), "serve", "--port", str(port), "--no-dispatcher"]
         return process(pinned(0, command), {**env, **extra}, port)
 
-    def run(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> None:
+    def target(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> Target:
         scenario = Scenario(backend, products, name, url.split(":", 2)[2].split("/", 1)[1])
-        scenarios.append(measure(scenario, url, headers, pid, args, lua))
+        scenarios.append(scenario)
+        return Target(scenario, url, headers, pid, lua)
+
+    def run(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> None:
+        measure_side_by_side([target(name, url, headers, pid, lua)], args)
 
     port = free_port()
+    ceiling_port = free_port()
+    ceiling = [str(BIN / "uvicorn"), "bench.ceiling:app", "--port", str(ceiling_port)]
+    ceiling += ["--no-access-log", "--log-level", "warning"]
+    ceiling_env = {
+        **env,
+        "BENCH_CEILING_LIST": str(work / "list.json"),
+        "BENCH_CEILING_DETAIL": str(work / "detail.json"),
+        "PYTHONPATH": str(ROOT),
+    }
+    ceiling_base = f"http://127.0.0.1:{ceiling_port}"
     with process(pinned(1, receiver), env, receiver_port), serve(port) as pid:
         base = f"http://127.0.0.1:{port}"
         wait_for_snapshot(base, auth, reads[1][1])
-        list_body = httpx.get(base + reads[0][1], headers=auth).content
-        detail_body = httpx.get(base + reads[3][1], headers=auth).content
-        for name, path in reads:
-            run(name, base + path, auth, pid)
+        (work / "list.json").write_bytes(httpx.get(base + reads[0][1], headers=auth).content)
+        (work / "detail.json").write_bytes(httpx.get(base + reads[3][1], headers=auth).content)
+        # The ceiling app serves beside the service (each idle while the other is loaded): a
+        # read and the ceiling it is compared with are measured in alternate rounds.
+        with process(pinned(0, ceiling), ceiling_env, ceiling_port) as ceiling_pid:
+            list_ceiling = target(
+                "ceiling: list page bytes", ceiling_base + reads[0][1], {}, ceiling_pid
+            )
+            detail_ceiling = target(
+                "ceiling: product bytes", ceiling_base + reads[3][1], {}, ceiling_pid
+            )
+            for name, path in reads:
+                ceiling_target = detail_ceiling if path == reads[3][1] else list_ceiling
+                measure_side_by_side([target(name, base + path, auth, pid), ceiling_target], args)
         endpoint = {"url": receiver_url + "/hook", "events": ["order.created"]}
         httpx.post(base + "/v1/webhook_endpoints", headers=auth, json=endpoint).raise_for_status()
         run("create order", base + "/v1/orders", auth, pid, script)
@@ -428,21 +476,6 @@ def measure_service(
         wait_for_snapshot(base, auth, reads[1][1])
         run("list, first page, rate limiter off", base + reads[0][1], auth, pid)
 
-    (work / "list.json").write_bytes(list_body)
-    (work / "detail.json").write_bytes(detail_body)
-    port = free_port()
-    ceiling = [str(BIN / "uvicorn"), "bench.ceiling:app", "--port", str(port)]
-    ceiling += ["--no-access-log", "--log-level", "warning"]
-    ceiling_env = {
-        **env,
-        "BENCH_CEILING_LIST": str(work / "list.json"),
-        "BENCH_CEILING_DETAIL": str(work / "detail.json"),
-        "PYTHONPATH": str(ROOT),
-    }
-    with process(pinned(0, ceiling), ceiling_env, port) as pid:
-        base = f"http://127.0.0.1:{port}"
-        run("ceiling: list page bytes", base + reads[0][1], {}, pid)
-        run("ceiling: product bytes", base + reads[3][1], {}, pid)
     return scenarios
 
 
