@@ -188,7 +188,6 @@ class FastLane:
             for route in routes
             if isinstance(route, APIRoute) and served_first_as(route.endpoint) is not None
         ]
-        # A route without path parameters matches its path exactly: found by a dict lookup.
         # (method, path) → the route and its path parameters: a route without parameters by its
         # template; one with them as requests name it (memoised: clients poll the same paths).
         self._fixed: dict[tuple[str, str], tuple[_Route, dict[str, str]]] = {

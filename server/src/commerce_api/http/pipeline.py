@@ -118,7 +118,7 @@ class RenderedJSON(Response):
     ``Response`` with the same two headers, in the same order, without its general
     constructor's work (one is made per catalogue read)."""
 
-    media_type = "application/json"
+    media_type = _JSON_TYPE.decode()
 
     def __init__(self, body: bytes) -> None:
         self.status_code = 200
@@ -220,13 +220,9 @@ class Pipeline:
         """Send a whole JSON answer, finished like every other: counted against the quota
         (over it, the 429 instead), with the common headers, observed."""
         ctx = context(scope)
+        if ctx.decision is None and self.limiting:
+            await self.admit(scope, ctx)
         decision = ctx.decision
-        if decision is None and self.limiting:
-            if ctx.principal is not None:  # the common case, counted without admit's coroutine
-                decision = ctx.decision = await self.limiter.check(*quota(ctx.principal, scope))
-            else:
-                await self.admit(scope, ctx)
-                decision = ctx.decision
         if decision is not None and not decision.allowed:
             status, body, headers = 429, self.rejection(ctx), None
         start = [JSON_HEADER, (b"content-length", str(len(body)).encode())]

@@ -107,8 +107,8 @@ class ReadPath:
         await self.reader.close()
 
     async def versions(self, request: PerRequest) -> freshness.Versions | None:
-        """The change stamps, read once per request (callers look at ``versions_read``
-        first: a request asks three times, and a coroutine is not free)."""
+        """The change stamps, read once per request (without ``current``'s coroutine when the
+        tracker knows nothing changed)."""
         if not request.versions_read:
             known = self.tracker.known()
             request.versions = known if known is not None else await self.tracker.current()
@@ -119,17 +119,14 @@ class ReadPath:
         self, request: PerRequest, category: str | None, limit: int, offset: int
     ) -> bytes | None:
         """A cached product-list page, or None (then read the database)."""
-        versions = request.versions if request.versions_read else await self.versions(request)
-        return self.catalog.page(versions, category, limit, offset)
+        return self.catalog.page(await self.versions(request), category, limit, offset)
 
     async def authenticate(self, token: str, request: PerRequest) -> Principal:
         """The key's principal (401 otherwise), from the cache when it is current."""
-        if self.keys.peek(token) is None:
-            # Not cached: a key that cannot be valid here is refused before any read.
-            computed = key_lookup_hash(token, self.environment)
-        else:
-            computed = None
-        versions = request.versions if request.versions_read else await self.versions(request)
+        # Not cached: a key that cannot be valid here is refused before any read.
+        cached = self.keys.peek(token) is not None
+        computed = None if cached else key_lookup_hash(token, self.environment)
+        versions = await self.versions(request)
         version = None if versions is None else versions.auth
         principal = self.keys.get(token, version)
         if principal is None:
@@ -153,7 +150,7 @@ class ReadPath:
         data_version is taken (with the stamps) *before* the row is read, so a commit that
         lands in between makes the entry stale at once, never wrongly fresh.
         """
-        versions = request.versions if request.versions_read else await self.versions(request)
+        versions = await self.versions(request)
         data_version = None if versions is None else versions.data_version
         if data_version is not None and data_version == self._products_data_version:
             cached = self._products.get(product_id)

@@ -133,12 +133,11 @@ class SQLiteTracker:
         return None
 
     async def current(self) -> Versions | None:
+        known = self.known()
+        if known is not None:
+            return known
         shm = self._shm
-        header = None
-        if shm is not None:
-            header = shm[:HEADER_BYTES]
-            if header == self._header and self._versions is not None:
-                return self._versions
+        header = None if shm is None else shm[:HEADER_BYTES]
         try:
             data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             if data_version != self._data_version or self._versions is None:
@@ -252,7 +251,7 @@ class PostgresTracker:
         return self._versions
 
     async def current(self) -> Versions | None:
-        versions = self._versions
+        versions = self.known()
         if versions is not None:
             return versions
         changes = self._changes
