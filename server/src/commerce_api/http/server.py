@@ -18,14 +18,16 @@ idle connection is closed ``timeout_keep_alive`` seconds after its last response
 a sweep.
 
 Two more per-request costs of uvicorn's protocol are changed here, without changing a byte on
-the wire: a response's head and its body leave in one ``send()`` instead of two
-(:class:`_OneSend`: on loopback a send also runs the receiving side's TCP stack, so each costs
-microseconds), and the deadlines are read once per connection, not per request.
+the wire: a response's head and its body leave in one ``send()`` instead of two, and the
+responses an event loop step made leave back to back at its end (:class:`_OneSend`: on
+loopback a send also runs the receiving side's TCP stack and wakes the receiver, so each
+costs microseconds); and the deadlines are read once per connection, not per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from functools import cache
 from typing import Any
@@ -33,6 +35,8 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from commerce_api.settings import Settings
+
+logger = logging.getLogger("commerce_api.http")
 
 
 @cache
@@ -80,37 +84,90 @@ def _sweeper(loop: asyncio.AbstractEventLoop) -> _Sweeper:
     return found
 
 
-class _OneSend:
-    """A connection's transport whose ``write`` holds what it is given until the next write or
-    the end of the event loop's current step, whichever comes first, so that a response's head
-    and body (two writes by uvicorn, one after the other) go out in one ``send()``. Nothing waits
-    longer than a loop step: a streamed response's head is sent as soon as the app awaits."""
+# A connection's writes are held until the end of the loop's step, unless they reach this size:
+# then they go at once, so that a large or streamed body meets the transport's flow control.
+MAX_HELD_BYTES = 64 * 1024
 
-    __slots__ = ("_held", "_loop", "_transport")
+
+class _Flusher:
+    """The connections of one event loop whose writes are held, sent together when the loop
+    has run the steps that were ready (see :class:`_OneSend`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.held: list[_OneSend] = []
+
+    def hold(self, connection: _OneSend) -> None:
+        if not self.held:
+            self.loop.call_soon(self.flush)
+        self.held.append(connection)
+
+    def flush(self) -> None:
+        held, self.held = self.held, []
+        for connection in held:
+            try:
+                connection.flush()
+            except Exception:  # one connection's failure must not hold back the others'
+                logger.exception("could not send a response; closing its connection")
+                connection.abort()
+
+
+_FLUSHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Flusher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class _OneSend:
+    """A connection's transport whose writes are held until the event loop has run the steps
+    that were ready when the first was made, then sent with every other connection's
+    (:class:`_Flusher`): a response's head and body (two writes by uvicorn) leave in one
+    ``send()``, and the responses of one step leave back to back.
+
+    On loopback or behind a proxy on the same machine, a ``send()`` to a peer that sleeps in
+    ``epoll_wait`` wakes it, and waking a process on another CPU costs more than the write
+    (on a virtual machine, an inter-processor interrupt is a VM exit). Sent back to back, the
+    responses of one step wake the peer once, not once each; a response waits at most for the
+    rest of its step. Nothing waits longer: a streamed response's head goes as soon as the app
+    awaits, and what reaches :data:`MAX_HELD_BYTES` goes at once."""
+
+    __slots__ = ("_flusher", "_held", "_size", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
-        self._loop = loop
-        self._held: bytes | None = None
+        flusher = _FLUSHERS.get(loop)
+        if flusher is None:
+            flusher = _FLUSHERS[loop] = _Flusher(loop)
+        self._flusher = flusher
+        self._held: list[bytes] | None = None
+        self._size = 0
 
     def write(self, data: bytes) -> None:
         held = self._held
         if held is None:
-            self._held = bytes(data)
-            self._loop.call_soon(self._flush)
+            self._held = [bytes(data)]
+            self._size = len(data)
+            self._flusher.hold(self)
         else:
-            self._held = None
-            self._transport.write(held + data)
+            held.append(bytes(data))
+            self._size += len(data)
+        if self._size >= MAX_HELD_BYTES:
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Send what is held (the flusher's later call then finds nothing)."""
         held = self._held
         if held is not None:
             self._held = None
-            self._transport.write(held)
+            if not self._transport.is_closing():  # else the peer is gone: nothing to send
+                self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
     def close(self) -> None:
-        self._flush()
+        self.flush()
         self._transport.close()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
 
     def is_closing(self) -> bool:
         return self._transport.is_closing()
