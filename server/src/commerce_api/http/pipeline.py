@@ -32,6 +32,7 @@ from commerce_api.accounts.service import Principal, bearer_token
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.http.context import RequestContext, context
 from commerce_api.http.observer import RequestObserver
+from commerce_api.http.server import WHOLE_RESPONSE
 from commerce_api.observability.metrics import (
     METRICS_PATH,
     REJECTED_IP,
@@ -225,11 +226,13 @@ class Pipeline:
         decision = ctx.decision
         if decision is not None and not decision.allowed:
             status, body, headers = 429, self.rejection(ctx), None
-        start = [JSON_HEADER, (b"content-length", str(len(body)).encode())]
-        start += headers or []
-        start += self.headers(ctx)
-        await send({"type": "http.response.start", "status": status, "headers": start})
-        await send({"type": "http.response.body", "body": body})
+        given = [JSON_HEADER, *(headers or ()), *self.headers(ctx)]
+        if WHOLE_RESPONSE in scope.get("extensions", ()):  # serve's protocol: one message
+            await send({"type": WHOLE_RESPONSE, "status": status, "headers": given, "body": body})
+        else:
+            given.insert(1, (_CONTENT_LENGTH, str(len(body)).encode()))
+            await send({"type": "http.response.start", "status": status, "headers": given})
+            await send({"type": "http.response.body", "body": body})
         self.observe(scope, route, status, started)
 
     def observe(self, scope: Scope, route: str | None, status: int, started: float) -> None:
