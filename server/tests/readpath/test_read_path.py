@@ -31,10 +31,11 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import generate_key
-from commerce_api.app.fastlane import FastLane, _Unserved
+from commerce_api.app.fastlane import FastLane
 from commerce_api.catalog import repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
@@ -58,7 +59,8 @@ RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit
 
 # The database path's own functions, kept before the spy replaces the module attribute.
 DB_LIST_PRODUCTS = catalog_service.list_products
-ORIGINAL_RUN = FastLane._run
+ORIGINAL_CALL = FastLane.__call__
+ORIGINAL_ANSWER = FastLane._answer
 ORIGINAL_PAGE = CatalogCache.page
 
 
@@ -88,17 +90,20 @@ class Spy:
 def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
     record = Spy()
 
-    async def spy_run(self: FastLane, *args: Any) -> Response:
+    async def spy_call(self: FastLane, scope: Scope, receive: Receive, send: Send) -> Any:
         if record.middleware_off:
             record.fast.append(None)
-            raise _Unserved
-        try:
-            response = await ORIGINAL_RUN(self, *args)
-        except _Unserved:
+            return receive
+        passed_on = await ORIGINAL_CALL(self, scope, receive, send)
+        if passed_on is not None:
             record.fast.append(None)
-            raise
+        return passed_on
+
+    def spy_answer(
+        self: FastLane, route: Any, scope: Scope, send: Send, started: float, response: Response
+    ) -> Any:
         record.fast.append(bytes(response.body))
-        return response
+        return ORIGINAL_ANSWER(self, route, scope, send, started, response)
 
     def spy_page(
         self: CatalogCache, versions: Versions | None, category: str | None, limit: int, offset: int
@@ -113,7 +118,8 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
         record.db_lists += 1
         return await DB_LIST_PRODUCTS(conn, category=category, limit=limit, offset=offset)
 
-    monkeypatch.setattr(FastLane, "_run", spy_run)
+    monkeypatch.setattr(FastLane, "__call__", spy_call)
+    monkeypatch.setattr(FastLane, "_answer", spy_answer)
     monkeypatch.setattr(CatalogCache, "page", spy_page)
     monkeypatch.setattr(catalog_service, "list_products", spy_db_list)
     return record

@@ -220,32 +220,17 @@ class FastLane:
         if route.places_orders:
             return await self._place_order(route, scope, receive, send, started)
         try:
-            response = await self._run(route, scope, receive, path_params, None)
-        except _Unserved:
-            return receive
+            response = await route.endpoint(
+                **await self._arguments(route, scope, receive, path_params, None)
+            )
+        except (_Unserved, APIError):  # not its plain form, or the endpoint's own error:
+            return receive  # the routes answer it
         except Exception:
             # The full stack meets the same failure and answers it in the contract's envelope.
             logger.exception("the fast lane failed; the request takes the routes")
             return receive
         await self._answer(route, scope, send, started, response)
         return None
-
-    async def _run(
-        self,
-        route: _Route,
-        scope: Scope,
-        receive: Receive,
-        path_params: dict[str, str],
-        body: BaseModel | None,
-    ) -> Response:
-        """Call a read's endpoint with what its declaration asks for; ``_Unserved`` when the
-        request is not one the fast lane answers (the endpoint's own errors included)."""
-        try:
-            return await route.endpoint(
-                **await self._arguments(route, scope, receive, path_params, body)
-            )
-        except APIError:
-            raise _Unserved from None
 
     async def _arguments(
         self,
@@ -292,11 +277,12 @@ class FastLane:
             arguments[route.body_name] = body
         return arguments
 
-    async def _answer(
+    def _answer(
         self, route: _Route, scope: Scope, send: Send, started: float, response: Response
-    ) -> None:
+    ) -> Awaitable[None]:
+        """The pipeline's answer with the endpoint's response (no coroutine of its own)."""
         body = bytes(response.body)
-        await self.pipeline.answer(
+        return self.pipeline.answer(
             scope, send, route.template, started, response.status_code, body, own_headers(response)
         )
 

@@ -156,7 +156,8 @@ class AccessLog:
             chunk: list[str] = []
             size = 0
             for line in lines:
-                length = len(line.encode()) + 1  # bytes: what PIPE_BUF counts
+                # Bytes are what PIPE_BUF counts (an ASCII line's are its characters).
+                length = (len(line) if line.isascii() else len(line.encode())) + 1
                 if chunk and size + length > MAX_WRITE_BYTES:
                     stream.write("".join(chunk))
                     chunk, size = [], 0
@@ -172,6 +173,6 @@ def _json_id(value: str | None) -> str:
     """An id (base62 with a prefix) as JSON; anything else through orjson."""
     if value is None:
         return "null"
-    if value.isascii() and value.replace("_", "").isalnum():
+    if value.isascii() and value.isidentifier():  # letters, digits and "_": JSON-safe as is
         return f'"{value}"'
     return orjson.dumps(value).decode()
