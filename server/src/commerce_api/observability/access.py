@@ -67,23 +67,25 @@ class AccessLog:
 
     def _line(self, entry: _Entry) -> str:
         now, request_id, account_id, key_id, route, method, status, seconds = entry
-        duration_ms = round(seconds * 1000, 2)
         if self._json:
             pieces = self._pieces.get((account_id, key_id, route, method, status))
             if pieces is None:
                 pieces = self._json_pieces(account_id, key_id, route, method, status)
             if pieces is not None:
-                # The line is a template (see _json_pieces). ``duration_ms`` is rounded to two
-                # decimals: its shortest form (what orjson and repr write) is its two-decimal
-                # form less trailing zeros, so one float conversion serves both.
-                two = f"{duration_ms:.2f}"
-                short = two.rstrip("0") if duration_ms < 1e9 else repr(duration_ms)
+                # The line is a template (see _json_pieces). ``duration_ms`` is the duration
+                # rounded to two decimals: formatting with two decimals rounds as ``round``
+                # does, and the rounded value's shortest form (what orjson and repr write) is
+                # that text less trailing zeros, so one float conversion serves both.
+                milliseconds = seconds * 1000
+                two = f"{milliseconds:.2f}"
+                short = two.rstrip("0") if milliseconds < 1e9 else repr(round(milliseconds, 2))
                 if short[-1] == ".":
                     short += "0"
                 return (
                     f'{{"time":"{self._time(now, True)}{pieces[0]}{two}ms","request_id":'
                     f"{_json_id(request_id)}{pieces[1]}{short}}}"
                 )
+        duration_ms = round(seconds * 1000, 2)
         message = f"{method} {route} {status} {duration_ms:.2f}ms"
         if self._json:
             return orjson.dumps(
