@@ -227,7 +227,7 @@ class Pipeline:
         if decision is not None and not decision.allowed:
             status, body, headers = 429, self.rejection(ctx), None
         given = [JSON_HEADER, *(headers or ()), *self.headers(ctx)]
-        if WHOLE_RESPONSE in scope.get("extensions", ()):  # serve's protocol: one message
+        if WHOLE_RESPONSE in (scope.get("extensions") or ()):  # serve's protocol: one message
             await send({"type": WHOLE_RESPONSE, "status": status, "headers": given, "body": body})
         else:
             given.insert(1, (_CONTENT_LENGTH, str(len(body)).encode()))

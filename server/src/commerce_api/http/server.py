@@ -17,11 +17,14 @@ timer (armed after every response, cancelled by the next request) is replaced th
 idle connection is closed ``timeout_keep_alive`` seconds after its last response, give or take
 a sweep.
 
-Two more per-request costs of uvicorn's protocol are changed here, without changing a byte on
-the wire: a response's head and its body leave in one ``send()`` instead of two, and the
-responses an event loop step made leave back to back at its end (:class:`_OneSend`: on
-loopback a send also runs the receiving side's TCP stack and wakes the receiver, so each
-costs microseconds); and the deadlines are read once per connection, not per request.
+Three more per-request costs of uvicorn's protocol are cut here:
+
+- a response's head and its body leave in one ``send()`` instead of two, and the responses an
+  event loop step made leave back to back at its end (:class:`_OneSend`: on loopback a send also
+  runs the receiving side's TCP stack and wakes the receiver, so each costs microseconds);
+- an app may send a whole response as one message (:data:`WHOLE_RESPONSE`, :class:`_Cycle`),
+  checked and framed by the server for less than uvicorn's two messages cost;
+- the deadlines are read once per connection, not per request.
 """
 
 from __future__ import annotations
@@ -196,7 +199,6 @@ class _OneSend:
 # are checked as uvicorn checks them and must not frame the body: the server adds the
 # Content-Length (and, when the connection closes, ``connection: close``).
 WHOLE_RESPONSE = "commerce.http.response.whole"
-_EXTENSIONS: dict[str, dict[object, object]] = {WHOLE_RESPONSE: {}}
 _FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})
 # The bytes uvicorn's expression allows in a header value, found with it (so the two agree):
 # ``translate`` deleting them leaves what the expression would find.
@@ -280,10 +282,8 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        extensions = self.scope.get("extensions")
-        self.scope["extensions"] = (
-            _EXTENSIONS if extensions is None else {**extensions, **_EXTENSIONS}
-        )
+        # A dict of its own per request, as the scope is the app's to change.
+        self.scope["extensions"] = {**self.scope.get("extensions", {}), WHOLE_RESPONSE: {}}
         if self._head_due is not None:  # the idle wait is over: the head is due
             self.due, self._head_due = self._head_due, None
 
