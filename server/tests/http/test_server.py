@@ -201,11 +201,11 @@ async def _exchange(port: int, request: bytes) -> bytes:
     try:
         while chunk := await asyncio.wait_for(reader.read(65536), 5):
             data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
+            head, end_of_head, body = data.partition(b"\r\n\r\n")
             length = [line for line in head.split(b"\r\n") if line.startswith(b"content-length:")]
             if (
-                length
-                and _
+                end_of_head
+                and length
                 and (request.startswith(b"HEAD ") or len(body) >= int(length[0].split(b":")[1]))
             ):
                 break

@@ -221,10 +221,7 @@ class Pipeline:
         """Send a whole JSON answer, finished like every other: counted against the quota
         (over it, the 429 instead), with the common headers, observed."""
         ctx = context(scope)
-        if ctx.decision is None and self.limiting:
-            await self.admit(scope, ctx)
-        decision = ctx.decision
-        if decision is not None and not decision.allowed:
+        if not await self.admit(scope, ctx):
             status, body, headers = 429, self.rejection(ctx), None
         given = [JSON_HEADER, *(headers or ()), *self.headers(ctx)]
         if WHOLE_RESPONSE in (scope.get("extensions") or ()):  # serve's protocol: one message
