@@ -13,7 +13,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test lint format clean bench
+.PHONY: install serve test test-latest lint format clean bench
 
 install: $(VENV)/.installed
 
@@ -37,6 +37,21 @@ test: install
 	else \
 		echo "Skipped the TypeScript client tests (client-ts/): Node.js is not installed (no node on PATH)."; \
 	fi
+
+# The suite on the newest releases the dependency ranges admit, so that an upgrade breaks here
+# before it breaks a user's `pip install -U`: a throw-away copy of the tree whose lock is
+# upgraded (uv lock --upgrade prints each version it moved) and synced into a venv of its own.
+# This tree's uv.lock and .venv are left as they are.
+test-latest: install
+	@set -e; copy="$$(mktemp -d)"; trap 'rm -rf "$$copy"' EXIT; \
+	tar --exclude=./.venv --exclude=./.git --exclude=./client-ts/node_modules \
+		--exclude=.pytest_cache --exclude=.mypy_cache --exclude=.ruff_cache --exclude=__pycache__ \
+		-cf - . | tar -xf - -C "$$copy"; \
+	cd "$$copy"; \
+	export UV_PROJECT_ENVIRONMENT="$$copy/.venv"; \
+	$(abspath $(UV)) lock --upgrade; \
+	$(abspath $(UV)) sync --locked --quiet --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"; \
+	"$$copy/.venv/bin/pytest" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff format --check .
