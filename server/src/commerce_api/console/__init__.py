@@ -1,7 +1,9 @@
 """The operator console at ``/dashboard``: server-rendered pages for admin keys (issue 19).
 
-- ``routes``: the pages and their HTML forms; every action calls the same service function as
-  the API (``catalog``, ``orders``, ``webhooks``, ``accounts``), never a rule of its own.
+- ``routes``: the console's router, every URL and the page answering it.
+- ``pages/``: the pages and their HTML forms, a module a part of the console; every action
+  calls the same service function as the API (``catalog``, ``orders``, ``webhooks``,
+  ``accounts``), never a rule of its own.
 - ``sessions``: server-side sessions in the database (``console_sessions``, only a hash of the
   token stored), their idle timeout and their end when the key behind them is revoked; and the
   CSRF tokens every state-changing form carries.

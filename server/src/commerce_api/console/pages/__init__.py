@@ -1,0 +1,7 @@
+"""The console's pages, one module a part of the console; ``console.routes`` maps their URLs.
+
+- ``render``: the templates and what every page shares (notices, paging, redirects).
+- ``guard``: :class:`ConsoleRoute`, the session and CSRF check in front of every page.
+- ``sign_in``: the pages reachable without a session (signing in, the static files).
+- ``overview``, ``products``, ``orders``, ``webhooks`` (and events), ``accounts`` (and keys).
+"""

@@ -1,0 +1,76 @@
+"""The accounts' page: accounts and API keys, created and revoked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import Response
+
+from commerce_api.accounts import service as accounts
+from commerce_api.console import repository
+from commerce_api.console.pages.guard import SessionDep
+from commerce_api.console.pages.render import PREFIX, form_text, redirect, render
+from commerce_api.http.dependencies import ServicesDep
+from commerce_api.settings import Tier
+
+
+async def _accounts_page(
+    request: Request,
+    services: ServicesDep,
+    extra: Mapping[str, Any] | None = None,
+    status: int = 200,
+) -> Response:
+    async with services.db.read() as conn:
+        account_rows = await repository.list_accounts(conn)
+        keys = await accounts.list_keys(conn)
+    context = {"nav": "accounts", "accounts": account_rows, "keys": keys, **(extra or {})}
+    return render(request, "accounts.html", context, status)
+
+
+async def accounts_page(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+    return await _accounts_page(request, services)
+
+
+MAX_ACCOUNT_NAME = 200
+
+
+async def create_account(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+    form = await request.form()
+    name = form_text(form, "name")
+    tier: Tier = "production" if form_text(form, "tier") == "production" else "development"
+    if not name or len(name) > MAX_ACCOUNT_NAME:
+        error = f"An account needs a name of 1 to {MAX_ACCOUNT_NAME} characters."
+        return await _accounts_page(request, services, {"error": error}, 400)
+    async with services.db.write() as conn:
+        await accounts.create_account(conn, name, tier)
+    return redirect(f"{PREFIX}/accounts", "account-created")
+
+
+async def create_key(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+    """A client key for an account, or an admin key (``account_id`` empty); shown once."""
+    account_id = form_text(await request.form(), "account_id") or None
+    try:
+        async with services.db.write() as conn:
+            key = await accounts.create_key(
+                conn,
+                services.settings.environment,
+                account_id=account_id,
+                role="client" if account_id else "admin",
+            )
+    except accounts.AccountNotFound:
+        error = f"No account with id `{account_id}`."
+        return await _accounts_page(request, services, {"error": error}, 404)
+    return await _accounts_page(request, services, {"created_key": key}, 201)
+
+
+async def revoke_key(
+    key_id: str, request: Request, services: ServicesDep, _session: SessionDep
+) -> Response:
+    async with services.db.write() as conn:
+        revoked = await accounts.revoke_key(conn, key_id)
+    if not revoked:
+        error = f"No key with id `{key_id}`."
+        return await _accounts_page(request, services, {"error": error}, 404)
+    return redirect(f"{PREFIX}/accounts", "key-revoked")

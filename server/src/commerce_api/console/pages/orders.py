@@ -1,0 +1,128 @@
+"""The orders' pages: the list with its filters, and an order with its events and actions."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from starlette.responses import Response
+
+from commerce_api.console import repository
+from commerce_api.console.pages.guard import SessionDep
+from commerce_api.console.pages.render import (
+    PAGE_SIZE,
+    PREFIX,
+    for_account,
+    page_number,
+    pagination,
+    redirect,
+    render,
+)
+from commerce_api.console.sessions import ConsoleSession
+from commerce_api.core.errors import APIError
+from commerce_api.events import service as event_service
+from commerce_api.http.dependencies import ServicesDep
+from commerce_api.http.routing import json_response
+from commerce_api.orders import repository as orders_repository
+from commerce_api.orders import service as orders
+from commerce_api.orders.domain import OrderStatus
+
+STATUSES = [status.value for status in OrderStatus]
+
+
+async def orders_page(request: Request, services: ServicesDep, session: SessionDep) -> Response:
+    query = request.query_params
+    status = query.get("status", "") if query.get("status", "") in STATUSES else ""
+    customer_id = query.get("customer_id", "").strip()
+    account_id = query.get("account_id", "").strip()
+    number = page_number(request)
+    principal = for_account(session, account_id) if account_id else session.principal
+    async with services.db.read() as conn:
+        page = await orders.list_orders(
+            conn,
+            principal,
+            status=status or None,
+            customer_id=customer_id or None,
+            limit=PAGE_SIZE,
+            offset=(number - 1) * PAGE_SIZE,
+        )
+        account_rows = await repository.list_accounts(conn)
+    return render(
+        request,
+        "orders.html",
+        {
+            "nav": "orders",
+            "orders": page["data"],
+            "pages": pagination(number, page["pagination"]["total"]),
+            "statuses": STATUSES,
+            "accounts": account_rows,
+            "filters": {"status": status, "customer_id": customer_id, "account_id": account_id},
+        },
+    )
+
+
+async def _order_page(
+    request: Request,
+    services: ServicesDep,
+    session: ConsoleSession,
+    order_id: str,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    try:
+        async with services.db.read() as conn:
+            order = await orders.get_order(conn, session.principal, order_id)
+            row = await orders_repository.get_order(conn, order_id)
+            assert row is not None  # get_order found it
+            events = [
+                await event_service.get_event(conn, session.principal, event.id)
+                for event in await repository.order_events(conn, row.account_id, order_id)
+            ]
+    except APIError as exc:
+        return render(request, "message.html", {"title": "Not found", "error": exc.message}, 404)
+    context = {
+        "nav": "orders",
+        "order": order,
+        "account_id": row.account_id,
+        "events": events,
+        "error": error,
+    }
+    return render(request, "order.html", context, status)
+
+
+async def order_page(
+    order_id: str, request: Request, services: ServicesDep, session: SessionDep
+) -> Response:
+    return await _order_page(request, services, session, order_id)
+
+
+async def order_status(order_id: str, services: ServicesDep, session: SessionDep) -> Response:
+    """The order's status, for the page's live status (console.js)."""
+    try:
+        async with services.db.read() as conn:
+            order = await orders.get_order(conn, session.principal, order_id)
+    except APIError as exc:
+        return json_response({"error": exc.message}, exc.status)
+    return json_response({"status": order["status"], "updated_at": order["updated_at"]})
+
+
+async def fulfil_order(
+    order_id: str, request: Request, services: ServicesDep, session: SessionDep
+) -> Response:
+    try:
+        async with services.db.write() as conn:
+            await orders.fulfill_order(
+                conn, session.principal, order_id, services.settings.environment
+            )
+    except APIError as exc:
+        return await _order_page(request, services, session, order_id, exc.message, 409)
+    return redirect(f"{PREFIX}/orders/{order_id}", "order-fulfilled")
+
+
+async def cancel_order(
+    order_id: str, request: Request, services: ServicesDep, session: SessionDep
+) -> Response:
+    try:
+        async with services.db.write() as conn:
+            await orders.cancel_order(conn, session.principal, order_id)
+    except APIError as exc:
+        return await _order_page(request, services, session, order_id, exc.message, 409)
+    return redirect(f"{PREFIX}/orders/{order_id}", "order-canceled")

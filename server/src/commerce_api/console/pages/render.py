@@ -1,0 +1,108 @@
+"""The console's templates and what every page shares: notices, paging, redirects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Request
+from starlette.datastructures import FormData
+from starlette.responses import HTMLResponse, RedirectResponse
+from starlette.templating import Jinja2Templates
+
+from commerce_api.accounts.service import Principal
+from commerce_api.console.sessions import ConsoleSession
+from commerce_api.core.timestamps import format_timestamp
+from commerce_api.http.dependencies import get_services
+
+PREFIX = "/dashboard"
+SIGN_IN_URL = f"{PREFIX}/sign-in"
+PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+CONSOLE_DIR = Path(__file__).resolve().parents[1]
+templates = Jinja2Templates(directory=CONSOLE_DIR / "templates")
+
+# Messages shown after a redirect, by code: the query string never carries text to show.
+NOTICES = {
+    "signed-out": "You are signed out.",
+    "session-ended": "Your session has ended; sign in again.",
+    "product-created": "Product created.",
+    "product-saved": "Product saved.",
+    "product-archived": "Product archived: it is hidden from the catalogue, kept for orders.",
+    "order-fulfilled": "Order fulfilled: an order.fulfilled event was sent.",
+    "order-canceled": "Order canceled: its stock was returned.",
+    "endpoint-enabled": "Endpoint re-enabled: its pending deliveries resume.",
+    "event-redelivered": "Redelivery queued: the dispatcher sends it now.",
+    "account-created": "Account created.",
+    "key-revoked": "Key revoked: it is refused from now on.",
+}
+
+
+def _money(value: object) -> str:
+    return f"{Decimal(str(value)):.2f}" if isinstance(value, int | float | Decimal) else ""
+
+
+def _when(value: object) -> str:
+    """An ISO timestamp (or datetime) as ``2026-11-24 23:50:25 UTC``."""
+    if isinstance(value, datetime):
+        value = format_timestamp(value)
+    if not isinstance(value, str) or not value:
+        return ""
+    return value.replace("T", " ").split(".")[0].removesuffix("Z") + " UTC"
+
+
+templates.env.filters["money"] = _money
+templates.env.filters["when"] = _when
+
+
+def render(
+    request: Request, template: str, context: Mapping[str, Any], status: int = 200
+) -> HTMLResponse:
+    session = request.scope.get("state", {}).get("console_session")
+    notice = NOTICES.get(request.query_params.get("notice", ""))
+    values = {
+        "session": session,
+        "csrf_token": session.csrf_token if isinstance(session, ConsoleSession) else "",
+        "notice": notice,
+        "currency": get_services(request).settings.currency,
+        "environment": get_services(request).settings.environment,
+        **context,
+    }
+    return templates.TemplateResponse(request, template, values, status_code=status)
+
+
+def redirect(path: str, notice: str | None = None, **query: str) -> RedirectResponse:
+    params = {key: value for key, value in query.items() if value}
+    if notice:
+        params["notice"] = notice
+    return RedirectResponse(path + (f"?{urlencode(params)}" if params else ""), 303)
+
+
+def form_text(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def page_number(request: Request) -> int:
+    text = request.query_params.get("page", "1")
+    return int(text) if text.isdigit() and 0 < int(text) < 10**9 else 1
+
+
+def pagination(number: int, total: int, size: int = PAGE_SIZE) -> dict[str, Any]:
+    last = max(1, -(-total // size))
+    return {"number": number, "last": last, "total": total}
+
+
+def for_account(session: ConsoleSession, account_id: str) -> Principal:
+    """The operator acting within one account, so that the API's account-scoped service calls
+    (its orders, webhook endpoints and events) answer for that account."""
+    return Principal(
+        key_id=session.principal.key_id,
+        account_id=account_id,
+        role="client",
+        tier=session.principal.tier,
+    )
