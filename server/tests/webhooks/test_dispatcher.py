@@ -43,7 +43,6 @@ from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.webhooks import dispatcher as dispatcher_module
-from commerce_api.webhooks import repository
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import (
     GONE_REASON,
@@ -53,6 +52,8 @@ from commerce_api.webhooks.dispatcher import (
     judge_attempt,
     stop_dispatcher,
 )
+from commerce_api.webhooks.repository import outbox
+from commerce_api.webhooks.repository.attempts import INTERRUPTED, attempts_of
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests import factories
 from tests.conftest import make_settings
@@ -158,18 +159,18 @@ class World:
 
     async def delivery(self, event_id: str, endpoint_id: str) -> Any:
         async with self.db.read() as conn:
-            rows = await repository.deliveries_of(conn, event_id)
+            rows = await outbox.deliveries_of(conn, event_id)
         matching = [row for row in rows if row.endpoint_id == endpoint_id]
         assert len(matching) == 1, f"deliveries of {event_id}: {rows}"
         return matching[0]
 
     async def deliveries(self, event_id: str) -> list[Any]:
         async with self.db.read() as conn:
-            return await repository.deliveries_of(conn, event_id)
+            return await outbox.deliveries_of(conn, event_id)
 
     async def attempts(self, event_id: str, endpoint_id: str | None = None) -> list[Any]:
         async with self.db.read() as conn:
-            rows = await repository.attempts_of(conn, event_id)
+            rows = await attempts_of(conn, event_id)
         return [row for row in rows if endpoint_id is None or row.endpoint_id == endpoint_id]
 
     async def endpoint_row(self, endpoint_id: str) -> Any:
@@ -319,7 +320,7 @@ async def test_attempts_that_finish_together_are_recorded_in_one_commit(
     for endpoint_id in endpoint_ids:
         assert (await world.delivery(event_id, endpoint_id)).status == "succeeded"
     async with world.db.read() as conn:
-        history = await repository.attempts_of(conn, event_id)
+        history = await attempts_of(conn, event_id)
     assert sorted(row.endpoint_id for row in history) == sorted(endpoint_ids)
 
 
@@ -508,7 +509,7 @@ async def test_one_batch_of_outcomes_is_recorded_as_the_attempts_one_by_one_woul
     dispatcher = world.dispatcher(webhook_retry_schedule=(0, 0, 0))
     now = utcnow()
     async with world.db.write() as conn:
-        claimed = await repository.claim_due(
+        claimed = await outbox.claim_due(
             conn, now=now, until=now + dispatcher.lease, token=dispatcher.token, limit=20
         )
     assert sorted(c.event_id for c in claimed) == sorted(event_ids)
@@ -746,12 +747,12 @@ async def test_an_endpoint_disabled_while_it_is_claimed_leaves_the_delivery_wait
     dispatcher = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:
-        [claimed] = await repository.claim_due(
+        [claimed] = await outbox.claim_due(
             conn, now=now, until=now + dispatcher.lease, token=dispatcher.token, limit=20
         )
     await world.set_endpoint(endpoint_id, enabled=False)
     async with world.db.read() as conn:
-        events, endpoints = await repository.claimed_rows(conn, [claimed])
+        events, endpoints = await outbox.claimed_rows(conn, [claimed])
 
     await dispatcher._attempt_one(Claim(claimed, events[event_id], endpoints[endpoint_id]))
 
@@ -806,7 +807,7 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     dead = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:  # claimed, then the process "died"
-        claimed = await repository.claim_due(
+        claimed = await outbox.claim_due(
             conn, now=now, until=now + dead.lease, token=dead.token, limit=20
         )
     assert [(row.event_id, row.endpoint_id) for row in claimed] == [(event_id, endpoint_id)]
@@ -835,13 +836,13 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     assert (interrupted.status_code, interrupted.duration_ms, interrupted.error) == (
         None,
         None,
-        repository.INTERRUPTED,
+        INTERRUPTED,
     )
     assert abs(interrupted.attempted_at - now) < timedelta(seconds=1)
     assert succeeded.status_code == 200
     # The dead dispatcher's late finish cannot overwrite what the survivor recorded.
     async with world.db.write() as conn:
-        kept = await repository.finish_deliveries(
+        kept = await outbox.finish_deliveries(
             conn,
             [(event_id, endpoint_id)],
             dead.token,
@@ -862,11 +863,11 @@ async def test_stop_releases_the_dispatchers_unfinished_claims(
     other = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:
-        [row] = await repository.claim_due(
+        [row] = await outbox.claim_due(
             conn, now=now, until=now + stopping.lease, token=stopping.token, limit=1
         )
         assert row.event_id == mine
-        [row] = await repository.claim_due(
+        [row] = await outbox.claim_due(
             conn, now=now, until=now + other.lease, token=other.token, limit=1
         )
         assert row.event_id == theirs
@@ -881,7 +882,7 @@ async def test_stop_releases_the_dispatchers_unfinished_claims(
         None,
     )
     [interrupted] = await world.attempts(mine)  # the claim stood for an attempt under way
-    assert (released.attempts, interrupted.error) == (1, repository.INTERRUPTED)
+    assert (released.attempts, interrupted.error) == (1, INTERRUPTED)
     kept = await world.delivery(theirs, endpoint_id)  # another dispatcher's claim is untouched
     assert kept.claim_token == other.token
     assert receiver.requests() == []
@@ -924,12 +925,12 @@ async def test_an_attempt_cut_off_at_stop_is_recorded_as_interrupted(
     assert (interrupted.status_code, interrupted.duration_ms, interrupted.error) == (
         None,
         None,
-        repository.INTERRUPTED,
+        INTERRUPTED,
     )
     assert await drain(world.dispatcher()) == 1
     assert len(receiver.requests()) == 2
     history = await world.attempts(event_id, endpoint_id)
-    assert [a.error for a in history] == [repository.INTERRUPTED, None]
+    assert [a.error for a in history] == [INTERRUPTED, None]
     delivery = await world.delivery(event_id, endpoint_id)
     assert (delivery.status, delivery.attempts) == ("succeeded", 2)
 
@@ -960,7 +961,7 @@ async def test_an_attempt_cut_off_by_a_killed_dispatcher_is_in_the_history(
     assert len(receiver.requests()) == 2
     history = await world.attempts(event_id, endpoint_id)
     assert [(a.status_code, a.error) for a in history] == [
-        (None, repository.INTERRUPTED),
+        (None, INTERRUPTED),
         (200, None),
     ]
     assert (await world.delivery(event_id, endpoint_id)).attempts == 2

@@ -3,7 +3,7 @@ outcome, and schedules retries.
 
 Any number of dispatchers may run against one database (inside ``serve`` processes, or alone as
 ``commerce-api worker``); they coordinate only through their claims on delivery rows (see
-``repository.claim_due``), so one event is never delivered to one endpoint by two of them at
+``outbox.claim_due``), so one event is never delivered to one endpoint by two of them at
 once. A dispatcher that dies leaves claims that lapse, and its deliveries become due again: a
 crash delays a delivery but never loses it. A dispatcher claims only what it starts at once, so
 an unfinished claim stands for an attempt that was cut off: the history records it as
@@ -31,17 +31,17 @@ from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_outcome
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
-from commerce_api.storage.db import Database, Executor, insert_rows
+from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.group_commit import GroupCommit
-from commerce_api.webhooks import repository
 from commerce_api.webhooks.http_client import HTTPClient, ReceiverError
+from commerce_api.webhooks.repository import attempts, endpoints, outbox
 from commerce_api.webhooks.signing import signature_header
 from commerce_api.webhooks.url_policy import UnsafeURL, resolve
 
 logger = logging.getLogger("commerce_api.webhooks")
 
 # Attempts in flight per dispatcher. A dispatcher claims only what it can start at once, so a
-# claim stands for an attempt in progress (see repository.claim_due).
+# claim stands for an attempt in progress (see outbox.claim_due).
 # Most of an attempt to a receiver answering in a millisecond is spent waiting for the claim
 # and the outcome's commit, which many attempts share: the more in flight, the larger the
 # claims and the batches of outcomes, and the fewer statements per delivery. 400 and claims of
@@ -112,7 +112,7 @@ class Claim:
     """A claimed delivery with its event and endpoint as the claim read them (None only if
     they vanished meanwhile: then the claim lapses and the delivery is due again)."""
 
-    delivery: repository.Claimed
+    delivery: outbox.Claimed
     event: Row[Any] | None
     endpoint: Row[Any] | None
 
@@ -218,7 +218,7 @@ class Dispatcher:
         statements run inline on SQLite."""
         now = utcnow()
         async with self.db.write_batch() as conn:
-            claimed = await repository.claim_due(
+            claimed = await outbox.claim_due(
                 conn,
                 now=now,
                 until=now + self.lease,
@@ -228,11 +228,12 @@ class Dispatcher:
                 busy=self._busy,
                 batch=CLAIM_BATCH,
             )
-            events, endpoints = await repository.claimed_rows(conn, claimed)
+            events, endpoint_rows = await outbox.claimed_rows(conn, claimed)
         for row in claimed:
             self._busy[row.account_id] += 1
         return [
-            Claim(row, events.get(row.event_id), endpoints.get(row.endpoint_id)) for row in claimed
+            Claim(row, events.get(row.event_id), endpoint_rows.get(row.endpoint_id))
+            for row in claimed
         ]
 
     async def _claim_safely(self, limit: int) -> list[Claim]:
@@ -245,7 +246,7 @@ class Dispatcher:
     async def _release(self) -> None:
         with contextlib.suppress(Exception):
             async with self.db.write() as conn:
-                await repository.release_claims(conn, self.token, utcnow())
+                await outbox.release_claims(conn, self.token, utcnow())
 
     async def _attempt(self, claim: Claim) -> None:
         delivery = claim.delivery
@@ -341,9 +342,7 @@ class Dispatcher:
         held: set[tuple[str, str]] = set()
         for (status, next_attempt_at), keys in alike.items():
             values = {"status": status, "next_attempt_at": next_attempt_at, "updated_at": now}
-            held |= await repository.finish_deliveries(
-                conn, keys, self.token, values, attempted=True
-            )
+            held |= await outbox.finish_deliveries(conn, keys, self.token, values, attempted=True)
         kept = [(done.event_id, done.endpoint_id) in held for done in batch]
         recorded = [done for done, ok in zip(batch, kept, strict=True) if ok]
         history = [
@@ -358,7 +357,7 @@ class Dispatcher:
             }
             for done in recorded
         ]
-        await insert_rows(conn, repository.attempts, history)
+        await attempts.insert_attempts(conn, history)
         last: dict[str, AttemptOutcome] = {}
         gone: set[str] = set()
         for done in recorded:  # in the order the attempts finished
@@ -368,7 +367,7 @@ class Dispatcher:
         for endpoint_id in sorted(last):
             await self._update_endpoint_health(conn, endpoint_id, last[endpoint_id], now)
             if endpoint_id in gone and not last[endpoint_id].gone:
-                await repository.disable_endpoint(conn, endpoint_id, GONE_REASON)
+                await endpoints.disable_endpoint(conn, endpoint_id, GONE_REASON)
         return kept
 
     async def _update_endpoint_health(
@@ -376,9 +375,9 @@ class Dispatcher:
     ) -> None:
         """Record the attempt's verdict on the endpoint's row (see ``_record_batch``)."""
         if outcome.succeeded:
-            await repository.mark_healthy(conn, endpoint_id)
+            await endpoints.mark_healthy(conn, endpoint_id)
             return
-        failing_since = await repository.mark_failing(conn, endpoint_id, now)
+        failing_since = await endpoints.mark_failing(conn, endpoint_id, now)
         reason = disable_reason(
             gone=outcome.gone,
             failing_since=failing_since,
@@ -386,12 +385,12 @@ class Dispatcher:
             disable_after=timedelta(seconds=self.settings.webhook_disable_after_seconds),
         )
         if reason is not None:
-            await repository.disable_endpoint(conn, endpoint_id, reason)
+            await endpoints.disable_endpoint(conn, endpoint_id, reason)
             logger.warning("disabled webhook endpoint %s: %s", endpoint_id, reason)
 
     async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
         async with self.db.write() as conn:
-            await repository.finish_deliveries(
+            await outbox.finish_deliveries(
                 conn,
                 [(event_id, endpoint_id)],
                 self.token,

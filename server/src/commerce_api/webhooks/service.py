@@ -15,7 +15,7 @@ from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox, load_secret_box
 from commerce_api.storage.db import Database
-from commerce_api.webhooks import repository
+from commerce_api.webhooks.repository import endpoints
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from commerce_api.webhooks.signing import new_secret
 from commerce_api.webhooks.url_policy import UnsafeURL, resolve
@@ -29,7 +29,7 @@ async def open_secret_box(settings: Settings, db: Database) -> SecretBox:
     under it first (after a key rotation, or from before HKDF): see ``crypto``'s docstring."""
     secret_box = await load_secret_box(settings, db)
     async with db.read() as conn:
-        rows = await repository.stored_secrets(conn)
+        rows = await endpoints.stored_secrets(conn)
     stale = [
         (row.id, column, token)
         for row in rows
@@ -42,7 +42,7 @@ async def open_secret_box(settings: Settings, db: Database) -> SecretBox:
     if stale:
         async with db.write() as conn:
             for endpoint_id, column, token in stale:
-                await repository.replace_secret(
+                await endpoints.replace_secret(
                     conn, endpoint_id, column, token, secret_box.reencrypt(token)
                 )
     return secret_box
@@ -87,7 +87,7 @@ def _endpoint_not_found(endpoint_id: str) -> APIError:
 
 async def _get(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Any:
     row = (
-        await repository.get_endpoint(conn, account_id, endpoint_id)
+        await endpoints.get_endpoint(conn, account_id, endpoint_id)
         if looks_like("we", endpoint_id)
         else None
     )
@@ -112,7 +112,7 @@ async def create_endpoint(
     """
     account_id = _account(principal)
     limit = settings.webhook_max_endpoints
-    if await repository.count_endpoints(conn, account_id) >= limit:
+    if await endpoints.count_endpoints(conn, account_id) >= limit:
         raise invalid_request(
             f"An account can have at most {limit} webhook endpoints; delete one you no longer "
             "use, or subscribe an existing endpoint to more event types.",
@@ -121,7 +121,7 @@ async def create_endpoint(
     secret = new_secret()
     now = utcnow()
     endpoint_id = new_id("we")
-    await repository.insert_endpoint(
+    await endpoints.insert_endpoint(
         conn,
         {
             "id": endpoint_id,
@@ -142,10 +142,8 @@ async def list_endpoints(
     conn: AsyncConnection, principal: Principal, *, limit: int, offset: int
 ) -> dict[str, Any]:
     account_id = _account(principal)
-    total = await repository.count_endpoints(conn, account_id)
-    rows = (
-        await repository.page_endpoints(conn, account_id, limit, offset) if offset < total else []
-    )
+    total = await endpoints.count_endpoints(conn, account_id)
+    rows = await endpoints.page_endpoints(conn, account_id, limit, offset) if offset < total else []
     return page([render_endpoint(row) for row in rows], total, limit, offset)
 
 
@@ -179,7 +177,7 @@ async def update_endpoint(
         values["enabled"] = changes["enabled"]
         if changes["enabled"]:
             values.update(disabled_reason=None, failing_since=None)
-    await repository.update_endpoint(conn, account_id, endpoint_id, values)
+    await endpoints.update_endpoint(conn, account_id, endpoint_id, values)
     return render_endpoint(await _get(conn, account_id, endpoint_id))
 
 
@@ -187,7 +185,7 @@ async def delete_endpoint(conn: AsyncConnection, principal: Principal, endpoint_
     account_id = _account(principal)
     await _get(conn, account_id, endpoint_id)
     now = utcnow()
-    await repository.update_endpoint(
+    await endpoints.update_endpoint(
         conn, account_id, endpoint_id, {"deleted_at": now, "enabled": False, "updated_at": now}
     )
 
@@ -200,7 +198,7 @@ async def rotate_secret(
     row = await _get(conn, account_id, endpoint_id)
     secret = new_secret()
     now = utcnow()
-    await repository.update_endpoint(
+    await endpoints.update_endpoint(
         conn,
         account_id,
         endpoint_id,

@@ -1,4 +1,5 @@
-"""Queries for webhook endpoints, deliveries and attempts."""
+"""Queries of the outbox: one delivery row per event and endpoint, made with the event,
+claimed by a dispatcher, then closed or rescheduled with the attempt's outcome."""
 
 from __future__ import annotations
 
@@ -7,162 +8,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    and_,
-    func,
-    or_,
-    select,
-    text,
-    tuple_,
-    union,
-    update,
-)
+from sqlalchemy import ColumnElement, and_, func, or_, select, text, tuple_, union, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.core.ids import new_id
 from commerce_api.storage.db import Executor
-from commerce_api.storage.tables import (
-    events,
-    webhook_attempts,
-    webhook_deliveries,
-    webhook_endpoints,
-)
+from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
+from commerce_api.webhooks.repository import attempts
 
-endpoints = webhook_endpoints
 deliveries = webhook_deliveries
-attempts = webhook_attempts
-
-
-# --- endpoints ---------------------------------------------------------------------------------
-
-
-def _live_endpoint(account_id: str) -> list[ColumnElement[bool]]:
-    return [endpoints.c.account_id == account_id, endpoints.c.deleted_at.is_(None)]
-
-
-async def insert_endpoint(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
-    await conn.execute(endpoints.insert().values(**values))
-
-
-async def get_endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any] | None:
-    result = await conn.execute(
-        select(endpoints).where(endpoints.c.id == endpoint_id, *_live_endpoint(account_id))
-    )
-    return result.first()
-
-
-async def count_endpoints(conn: AsyncConnection, account_id: str) -> int:
-    query = select(func.count()).select_from(endpoints).where(*_live_endpoint(account_id))
-    return int(await conn.scalar(query) or 0)
-
-
-async def page_endpoints(
-    conn: AsyncConnection, account_id: str, limit: int, offset: int
-) -> list[Row[Any]]:
-    result = await conn.execute(
-        select(endpoints)
-        .where(*_live_endpoint(account_id))
-        .order_by(endpoints.c.created_at, endpoints.c.id)
-        .limit(limit)
-        .offset(offset)
-    )
-    return list(result.all())
-
-
-async def update_endpoint(
-    conn: AsyncConnection, account_id: str, endpoint_id: str, values: Mapping[str, Any]
-) -> bool:
-    result = await conn.execute(
-        update(endpoints)
-        .where(endpoints.c.id == endpoint_id, *_live_endpoint(account_id))
-        .values(**values)
-        .returning(endpoints.c.id)
-    )
-    return result.first() is not None
-
-
-async def mark_failing(conn: Executor, endpoint_id: str, now: datetime) -> datetime:
-    """Note a failed attempt: the endpoint is failing since ``now`` unless it already was.
-    Returns since when (read under the row's lock, so concurrent attempts agree)."""
-    result = await conn.execute(
-        update(endpoints)
-        .where(endpoints.c.id == endpoint_id)
-        .values(failing_since=func.coalesce(endpoints.c.failing_since, now))
-        .returning(endpoints.c.failing_since)
-    )
-    since: datetime = result.scalar_one()
-    return since
-
-
-async def mark_healthy(conn: Executor, endpoint_id: str) -> None:
-    """Note a successful attempt: the endpoint is no longer failing."""
-    await conn.execute(
-        update(endpoints)
-        .where(endpoints.c.id == endpoint_id, endpoints.c.failing_since.is_not(None))
-        .values(failing_since=None)
-    )
-
-
-async def disable_endpoint(conn: Executor, endpoint_id: str, reason: str) -> None:
-    """Disable the endpoint. Its pending deliveries stay pending (no dispatcher claims them
-    meanwhile) and resume when it is re-enabled; this touches no delivery row, so it never
-    waits on one an attempt holds."""
-    await conn.execute(
-        update(endpoints)
-        .where(endpoints.c.id == endpoint_id, endpoints.c.enabled.is_(True))
-        .values(enabled=False, disabled_reason=reason)
-    )
-
-
-async def stored_secrets(conn: AsyncConnection) -> list[Row[Any]]:
-    """Every endpoint's encrypted secrets (deleted endpoints' included)."""
-    query = select(
-        endpoints.c.id, endpoints.c.secret_encrypted, endpoints.c.previous_secret_encrypted
-    )
-    return list((await conn.execute(query)).all())
-
-
-async def replace_secret(
-    conn: AsyncConnection, endpoint_id: str, column: str, old: str, new: str
-) -> None:
-    """Write ``new`` in ``column`` only if it still holds ``old`` (a rotation since wins)."""
-    await conn.execute(
-        update(endpoints)
-        .where(endpoints.c.id == endpoint_id, endpoints.c[column] == old)
-        .values({column: new})
-    )
-
-
-async def subscribed_endpoints(
-    conn: AsyncConnection, account_id: str, event_type: str
-) -> list[str]:
-    """Enabled endpoints of the account that want this event type."""
-    return (await subscribers(conn, [account_id], event_type)).get(account_id, [])
-
-
-async def subscribers(
-    conn: Executor, account_ids: Collection[str], event_type: str
-) -> dict[str, list[str]]:
-    """Per account, its enabled endpoints that want this event type (one query for all)."""
-    result = await conn.execute(
-        select(endpoints.c.id, endpoints.c.account_id, endpoints.c.event_types).where(
-            endpoints.c.account_id.in_(sorted(account_ids)),
-            endpoints.c.deleted_at.is_(None),
-            endpoints.c.enabled.is_(True),
-        )
-    )
-    found: dict[str, list[str]] = {}
-    for row in result:
-        if subscribes(row.event_types, event_type):
-            found.setdefault(row.account_id, []).append(row.id)
-    return found
-
-
-def subscribes(event_types: list[str] | None, event_type: str) -> bool:
-    """Whether an endpoint with these event types wants ``event_type`` ([] means every type)."""
-    return not event_types or event_type in event_types
+endpoints = webhook_endpoints
 
 
 def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, Any]:
@@ -176,9 +31,6 @@ def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, An
         "created_at": now,
         "updated_at": now,
     }
-
-
-# --- deliveries --------------------------------------------------------------------------------
 
 
 async def has_queued_redelivery(conn: AsyncConnection, event_id: str, now: datetime) -> bool:
@@ -213,7 +65,6 @@ async def enqueue(
             await conn.execute(deliveries.insert().values(new_delivery(event_id, endpoint_id, now)))
 
 
-INTERRUPTED = "Interrupted: the dispatcher stopped before the attempt finished."
 CLAIM_WINDOW = 200  # due deliveries read from each end of the backlog per claim (see claim_due)
 
 
@@ -389,21 +240,7 @@ async def _record_interrupted(conn: Executor, rows: Sequence[Row[Any]], now: dat
     unknown): one history entry each, counted in the delivery's attempts."""
     if not rows:
         return
-    await conn.execute(
-        attempts.insert(),
-        [
-            {
-                "id": new_id("att"),
-                "event_id": row.event_id,
-                "endpoint_id": row.endpoint_id,
-                "attempted_at": row.claimed_at or now,
-                "status_code": None,
-                "duration_ms": None,
-                "error": INTERRUPTED,
-            }
-            for row in rows
-        ],
-    )
+    await attempts.insert_interrupted(conn, rows, now)
     keys = [(row.event_id, row.endpoint_id) for row in rows]
     await conn.execute(
         update(deliveries)
@@ -467,14 +304,5 @@ async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
         select(deliveries)
         .where(deliveries.c.event_id == event_id)
         .order_by(deliveries.c.created_at, deliveries.c.endpoint_id)
-    )
-    return list(result.all())
-
-
-async def attempts_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
-    result = await conn.execute(
-        select(attempts)
-        .where(attempts.c.event_id == event_id)
-        .order_by(attempts.c.attempted_at, attempts.c.id)
     )
     return list(result.all())
