@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import Connection, Engine, Table, create_engine, event, text
+from sqlalchemy import Connection, Engine, Table, bindparam, create_engine, event, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL, CursorResult, Dialect, make_url
@@ -87,28 +87,23 @@ async def insert_returning(
     returning: Sequence[str],
 ) -> list[Any]:
     """``INSERT … VALUES (…), (…) ON CONFLICT (conflict) DO NOTHING RETURNING returning`` for
-    ``rows`` (dicts with the same keys), one statement; the rows inserted. Converted as
-    :func:`insert_rows` does (an executemany cannot return rows), compiled once per row count."""
+    ``rows`` (dicts with the same keys), one statement; the rows inserted.
+
+    Compiled once per row count, each value a ``bindparam`` named here (``r<row>_<column>``,
+    looked up, never parsed): ``Compiled.positiontup`` gives their order, and the values are
+    converted as :func:`insert_rows` converts them. SQLAlchemy's own executemany with
+    RETURNING ("insertmanyvalues") sends the same statement but costs ~25% more per batch on
+    the order path (docs/decisions.md, "Storage on public interfaces").
+    """
     if not rows:
         return []
     names = tuple(rows[0])
     cache_key = (table.name, id(conn.dialect), names, len(rows), tuple(conflict), tuple(returning))
     found = _MULTI_INSERTS.get(cache_key)
     if found is None:
-        statement = (
-            dialect_insert(conn)(table)
-            .values([dict.fromkeys(names)] * len(rows))
-            .on_conflict_do_nothing(index_elements=list(conflict))
-            .returning(*(table.c[name] for name in returning))
+        found = _MULTI_INSERTS[cache_key] = _compiled_multi_insert(
+            conn, table, names, len(rows), conflict, returning
         )
-        compiled = statement.compile(dialect=conn.dialect)
-        assert compiled.positiontup is not None, "a positional paramstyle"
-        slots = []
-        for bind in compiled.positiontup:  # "<column>_m<row>"
-            column, _, row = bind.rpartition("_m")
-            processor = table.c[column].type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
-            slots.append((int(row), column, processor))
-        found = _MULTI_INSERTS[cache_key] = (compiled.string, slots)
     sql, slots = found
     params = []
     for index, column, convert in slots:
@@ -116,6 +111,38 @@ async def insert_returning(
         params.append(value if convert is None or value is None else convert(value))
     result = await conn.exec_driver_sql(sql, tuple(params))
     return list(result.all())
+
+
+def _compiled_multi_insert(
+    conn: Executor,
+    table: Table,
+    names: tuple[str, ...],
+    count: int,
+    conflict: Sequence[str],
+    returning: Sequence[str],
+) -> tuple[str, list[tuple[int, str, Any]]]:
+    """The SQL of :func:`insert_returning` for ``count`` rows, and for each of its positional
+    parameters: the row, the column and the column's bind processor."""
+    dialect = conn.dialect
+    slot_of: dict[str, tuple[int, str, Any]] = {}
+    values = []
+    for index in range(count):
+        row = {}
+        for name in names:
+            key = f"r{index}_{name}"
+            column_type = table.c[name].type
+            slot_of[key] = (index, name, column_type.dialect_impl(dialect).bind_processor(dialect))
+            row[name] = bindparam(key, type_=column_type)
+        values.append(row)
+    statement = (
+        dialect_insert(conn)(table)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=list(conflict))
+        .returning(*(table.c[name] for name in returning))
+    )
+    compiled = statement.compile(dialect=dialect)
+    assert compiled.positiontup is not None, "a positional paramstyle (qmark, numeric_dollar)"
+    return compiled.string, [slot_of[key] for key in compiled.positiontup]
 
 
 _MULTI_INSERTS: dict[tuple[Any, ...], tuple[str, list[tuple[int, str, Any]]]] = {}
