@@ -1,22 +1,21 @@
-"""The SQLite change tracker: the WAL-index header (shared memory) as the cheap signal, PRAGMA
-data_version as the exact one, the stamps read only when something was committed."""
+"""The SQLite change tracker: PRAGMA data_version on the tracker's own connection tells whether
+another connection (of any process) committed; the stamps are read only when one did."""
 
 from __future__ import annotations
 
 import asyncio
-import mmap
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from commerce_api.http.context import RequestContext
-from commerce_api.readpath.reader import open_sqlite
 from commerce_api.readpath.service import ReadPath
-from commerce_api.storage import freshness, wal_index
+from commerce_api.storage import freshness
 from commerce_api.storage.db import Database
 
 
@@ -33,22 +32,11 @@ async def database(tmp_path: Path) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def tracker(database: str) -> AsyncIterator[tuple[freshness.SQLiteTracker, list[str]]]:
-    conn = open_sqlite(database)
+    track = freshness.SQLiteTracker.open(database)
     statements: list[str] = []
-    conn.set_trace_callback(statements.append)
-    hold: list[wal_index.WalIndex] = []
-
-    def header() -> mmap.mmap | None:
-        index = wal_index.acquire(database)
-        assert index is not None
-        hold.append(index)
-        return index.view
-
-    tracker = freshness.SQLiteTracker(conn, header)
-    yield tracker, statements
-    await tracker.close()
-    for index in hold:
-        index.release()
+    track._conn.set_trace_callback(statements.append)
+    yield track, statements
+    await track.close()
 
 
 def bump(path: str, name: str, value: str) -> None:
@@ -60,19 +48,20 @@ def bump(path: str, name: str, value: str) -> None:
         conn.close()
 
 
-async def test_no_statement_runs_while_nothing_is_committed(
+async def test_only_data_version_is_asked_while_nothing_is_committed(
     tracker: tuple[freshness.SQLiteTracker, list[str]],
 ) -> None:
     track, statements = tracker
+    assert track.known() is None  # nothing read yet
     first = await track.current()
     assert first is not None
     assert first.auth is not None
     assert first.catalog is not None
-    assert await track.current() is first  # the header is known from the second call on
     statements.clear()
     for _ in range(100):
+        assert track.known() is first
         assert await track.current() is first
-    assert statements == []  # the shared-memory header alone answered
+    assert statements == ["PRAGMA data_version"] * 200  # the stamps were not read again
 
 
 async def test_a_commit_by_another_connection_is_seen_by_the_next_call(
@@ -127,78 +116,94 @@ async def test_a_commit_that_touches_no_stamp_moves_data_version_once(
     assert first is not None
     assert (again.auth, again.catalog) == (first.auth, first.catalog)
     assert again.data_version != first.data_version  # what the product cache goes by
-    assert any("data_version" in statement for statement in statements)
+    assert statements == ["PRAGMA data_version", freshness._SELECT_STAMPS]
     statements.clear()
-    await track.current()
-    assert statements == []
+    assert track.known() is again
+    assert statements == ["PRAGMA data_version"]
 
 
-async def test_without_the_shared_memory_every_call_asks_data_version(database: str) -> None:
-    conn = open_sqlite(database)
-    statements: list[str] = []
-    conn.set_trace_callback(statements.append)
-    track = freshness.SQLiteTracker(conn, lambda: None)  # as when the map cannot be made
+async def test_a_commit_seen_by_known_is_read_by_current(
+    database: str, tracker: tuple[freshness.SQLiteTracker, list[str]]
+) -> None:
+    track, _ = tracker
+    first = await track.current()
+    bump(database, freshness.AUTH, "changed")
+    assert track.known() is None  # changed: current() reads the stamps again
+    versions = await track.current()
+    assert versions is not None
+    assert first is not None
+    assert (versions.auth, versions.catalog) == ("changed", first.catalog)
+    assert track.known() is versions
+
+
+def checkpoint(path: str) -> tuple[int, int]:
+    """A TRUNCATE checkpoint from a connection of our own: (busy, the WAL's size after it)."""
+    conn = sqlite3.connect(path, isolation_level=None)
     try:
-        await track.current()
-        statements.clear()
-        await track.current()
-        await track.current()
-        assert sum("data_version" in statement for statement in statements) == 2
-        bump(database, freshness.AUTH, "changed")
-        versions = await track.current()
-        assert versions is not None
-        assert versions.auth == "changed"
+        conn.execute("PRAGMA busy_timeout=0")  # report a reader at once rather than wait
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     finally:
-        await track.close()
+        conn.close()
+    return busy, Path(f"{path}-wal").stat().st_size
 
 
-# SQLite's "dead man switch": a shared lock on byte 128 of the -shm file, held by every process
-# with a connection open (UNIX_SHM_DMS in os_unix.c). A process that opens the database and
-# finds nobody holding it truncates and rebuilds the WAL index under the others' feet.
-_DMS_HELD_ELSEWHERE = """
-import fcntl, os, struct, sys
-fd = os.open(sys.argv[1] + "-shm", os.O_RDWR)
-probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 128, 1, 0)
-print(struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, probe))[0] != fcntl.F_UNLCK)
-"""
+async def test_the_tracker_never_keeps_a_checkpoint_from_emptying_the_wal(
+    database: str, tracker: tuple[freshness.SQLiteTracker, list[str]]
+) -> None:
+    """A read transaction left open (a statement not run to its end) would pin the WAL: a
+    TRUNCATE checkpoint would report itself busy and the WAL would grow without bound."""
+    track, _ = tracker
+    await track.current()
+    bump(database, freshness.AUTH, "before-the-checkpoint")
+    assert track.known() is None
+    assert await track.current() is not None
+    assert track.known() is not None
+    assert checkpoint(database) == (0, 0)
 
 
-async def sqlite_locks_held_by_this_process(database: str) -> bool:
-    """Whether another process sees this one holding SQLite's lock on the -shm file (a
-    process never sees its own POSIX locks, hence the child)."""
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-c", _DMS_HELD_ELSEWHERE, database],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return result.stdout.strip() == "True"
+async def test_the_tracker_refuses_a_thread_other_than_its_own(
+    tracker: tuple[freshness.SQLiteTracker, list[str]],
+) -> None:
+    """Its connection belongs to the event loop's thread: another thread is told so, loudly,
+    rather than shown stamps that are not known to be current."""
+    track, _ = tracker
+    await track.current()
+    errors: list[BaseException] = []
+
+    def elsewhere() -> None:
+        try:
+            track.known()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], sqlite3.ProgrammingError)
+    assert track.known() is not None  # still fine on its own thread
 
 
-async def test_mapping_the_wal_index_keeps_sqlites_locks(database: str) -> None:
-    """Regression: the map's descriptor used to be closed at once, and closing any descriptor
-    of a file drops all of the process's POSIX locks on it, SQLite's included; a server then
-    died of SIGBUS when another process opened the database and rebuilt the WAL index."""
+async def test_the_read_path_sees_a_commit_of_another_process_at_its_next_request(
+    database: str,
+) -> None:
+    """Through ``ReadPath.open``, as the app makes it: the stamps of the next request."""
     db = Database(f"sqlite:///{database}")
     read_path = await ReadPath.open(db, "sandbox")
     try:
-        assert await sqlite_locks_held_by_this_process(database)
-        # the tracker maps the header here
         versions = await read_path.versions(RequestContext("req_test"))
         assert versions is not None
-        assert read_path.tracker._shm is not None  # type: ignore[attr-defined]
-        assert await sqlite_locks_held_by_this_process(database)
-        # A second user of the same file in this process, let go while the first goes on.
-        other = wal_index.acquire(database)
-        assert other is not None
-        other.release()
-        other.release()  # idempotent
-        assert await sqlite_locks_held_by_this_process(database)
-        bump(database, freshness.AUTH, "after-the-map")
+        script = (
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            "c.execute(\"UPDATE instance_values SET value = 'revoked' WHERE name = ?\", "
+            "(sys.argv[2],))"
+        )
+        await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-c", script, database, freshness.AUTH], check=True
+        )
         versions = await read_path.versions(RequestContext("req_test"))
         assert versions is not None
-        assert versions.auth == "after-the-map"
+        assert versions.auth == "revoked"
     finally:
         await read_path.close()
         await db.dispose()

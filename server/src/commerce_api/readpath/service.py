@@ -13,7 +13,7 @@ from commerce_api.accounts.service import Principal, key_lookup_hash, principal_
 from commerce_api.catalog.service import product_detail
 from commerce_api.core.ids import looks_like
 from commerce_api.readpath.catalog_cache import CatalogCache
-from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader, open_sqlite
+from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader
 from commerce_api.settings import Environment
 from commerce_api.storage import freshness
 from commerce_api.storage.db import Database
@@ -92,7 +92,7 @@ class ReadPath:
         tracker: freshness.ChangeTracker
         reader: Reader
         if db.sqlite_path is not None:
-            tracker = freshness.SQLiteTracker(open_sqlite(db.sqlite_path), db.wal_index)
+            tracker = freshness.SQLiteTracker.open(db.sqlite_path)
             reader = SQLiteReader(db.sqlite_path)
         else:
             dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)

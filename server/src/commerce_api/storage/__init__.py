@@ -4,7 +4,7 @@
   listeners) and the SQL helpers the repositories share; ``tables``: the schema (SQLAlchemy
   Core); ``migrations/``: Alembic revisions, applied by ``Database.migrate``.
 - ``freshness``: the change stamps every write bumps and the per-backend trackers that tell
-  the in-memory caches whether anything changed (SQLite's WAL index via ``wal_index``,
+  the in-memory caches whether anything changed (SQLite's ``PRAGMA data_version``,
   PostgreSQL's ``NOTIFY``).
 - ``group_commit``: many writes waiting at once share one transaction and one commit.
 - ``instance``: values the instance keeps about itself; ``crypto``: secrets at rest (the

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import mmap
 import os
 import sqlite3
 import threading
@@ -33,8 +32,6 @@ from sqlalchemy.engine import URL, CursorResult, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.base import Executable
-
-from commerce_api.storage import wal_index
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 _IMMEDIATE = "commerce_begin_immediate"
@@ -255,7 +252,6 @@ class Database:
                 json_serializer=_json_text,
             )
         self._write_engine = self.engine.execution_options(**{_IMMEDIATE: True})
-        self._wal_index: wal_index.WalIndex | None = None
         self._batch_engine: Engine | None = None  # SQLite: see write_batch
         self._batch_io: ThreadPoolExecutor | None = None
         self._batch_turn: _WriterTurn | None = None
@@ -396,16 +392,6 @@ class Database:
                 )
             await conn.run_sync(upgrade_to_head)
 
-    def wal_index(self) -> mmap.mmap | None:
-        """SQLite's WAL-index header, mapped read-only (see ``wal_index.py``); None on
-        PostgreSQL or when it cannot be mapped. Held until :meth:`dispose`, so the SQLite
-        connections this process opened on the file for this database must be closed first."""
-        if self.sqlite_path is None:
-            return None
-        if self._wal_index is None:
-            self._wal_index = wal_index.acquire(self.sqlite_path)
-        return None if self._wal_index is None else self._wal_index.view
-
     async def dispose(self) -> None:
         await self.engine.dispose()
         if self._batch_engine is not None and self._batch_io is not None:
@@ -417,9 +403,6 @@ class Database:
         if self._batch_turn is not None:
             self._batch_turn.close()
             self._batch_turn = None
-        if self._wal_index is not None:
-            self._wal_index.release()
-            self._wal_index = None
 
 
 def _ensure_wal(cursor: Any) -> None:

@@ -4,10 +4,10 @@ A write that changes cached data calls :func:`bump` inside its transaction: a ne
 for ``auth_version`` (keys) or ``catalog_version`` (the product list) in ``instance_values``.
 A write that changes a product's stock without changing the catalogue calls :func:`touch`.
 
-- SQLite (one file, possibly several processes): the WAL-index header, then
-  ``PRAGMA data_version`` on a private read-only connection, tell whether *any* connection
-  committed since the last look; only then are the two stamps read again. Every request checks,
-  so a revocation is seen by the very next request in every process.
+- SQLite (one file, possibly several processes): ``PRAGMA data_version`` on a private
+  read-only connection (:class:`SQLiteTracker`) tells whether any other connection committed
+  since the last look; only then are the two stamps read again. Every request checks, so a
+  revocation is seen by the very next request in every process.
 - PostgreSQL: :func:`touch` (and so :func:`bump`) sends ``pg_notify`` in the writing
   transaction, which PostgreSQL delivers to every listener at its commit; each process listens
   on one connection (:class:`PostgresTracker`) and re-reads the stamps, or forgets the products
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
 import secrets
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import asyncpg
@@ -36,7 +36,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.core.coalescing import Rounds
 from commerce_api.storage.db import CHANGED, Database, Executor
 from commerce_api.storage.instance import set_value
-from commerce_api.storage.wal_index import HEADER_BYTES
 
 logger = logging.getLogger("commerce_api.readpath")
 
@@ -68,7 +67,7 @@ async def bump(conn: AsyncConnection, *names: str) -> None:
 async def touch(conn: Executor, name: str) -> None:
     """Tell every process's caches, at this transaction's commit, that ``name`` changed.
 
-    On SQLite nothing needs saying: every commit moves the WAL index the readers watch. On
+    On SQLite nothing needs saying: every commit moves the ``data_version`` the readers ask. On
     PostgreSQL a notification for the other processes (delivered at commit, not at all on a
     rollback) and a note for this one (``Database.on_commit``), once per name per transaction.
     """
@@ -86,9 +85,10 @@ class ChangeTracker(Protocol):
         ...
 
     def known(self) -> Versions | None:
-        """The stamps when they are known to be current without any read (nothing changed
-        since they were read); else None, and ``current`` finds them. Spares a request the
-        coroutine of ``current`` on the common path."""
+        """The stamps when they are known to be current without reading them again (nothing
+        changed since they were read), found without waiting (SQLite: one ``PRAGMA
+        data_version``); else None, and ``current`` finds them. Spares a request the coroutine
+        of ``current`` on the common path."""
         ...
 
     async def close(self) -> None: ...
@@ -99,64 +99,63 @@ _SELECT_STAMPS = f"SELECT name, value FROM instance_values WHERE name IN ('{AUTH
 
 
 class SQLiteTracker:
-    """Re-reads the stamps only when another connection committed.
+    """Re-reads the stamps only when a commit was made since they were read.
 
-    Two signals, the cheap one first: the WAL-index header, read from the ``-shm`` file's
-    shared memory (no system call: ~0.2 µs), changes with every commit of any connection of
-    any process; only when it changed is ``PRAGMA data_version`` asked (~3-6 µs under load,
-    it takes the WAL's read locks), and only when that changed are the stamps read. The header
-    is taken *before* the exact check, so a commit landing in between makes the next call look
-    again — never the other way round. Without the shared memory (it cannot be mapped) every
-    call asks ``PRAGMA data_version``.
+    SQLite's ``PRAGMA data_version`` (https://sqlite.org/pragma.html#pragma_data_version),
+    asked on the tracker's one connection every time, changes whenever any *other* connection
+    — of this process or of any other — has committed; only then are the stamps read again.
+    The connection is the tracker's own, read-only and in autocommit mode: it never commits
+    (so the value never hides a commit of its own), and the read transaction of each statement
+    ends with the statement (its one row fetched), so the tracker never keeps a checkpoint from
+    folding the WAL back into the database.
 
-    ``wal_index`` maps the header (``Database.wal_index``, which owns the mapping: see
-    ``wal_index.py`` for why its descriptor must outlive every connection); it is asked once,
-    after the first read has opened the WAL.
+    The connection belongs to the thread that opened it, the event loop's (``sqlite3``'s
+    ``check_same_thread``): a call from any other thread raises ``ProgrammingError``.
     """
 
-    def __init__(
-        self,
-        connection: sqlite3.Connection,
-        wal_index: Callable[[], mmap.mmap | None] | None = None,
-    ) -> None:
+    def __init__(self, connection: sqlite3.Connection) -> None:
         self._conn = connection
-        self._wal_index = wal_index
-        self._shm: mmap.mmap | None = None
-        self._header: bytes | None = None
         self._data_version: int | None = None
         self._versions: Versions | None = None
 
+    @classmethod
+    def open(cls, path: str) -> SQLiteTracker:
+        """A tracker on its own connection to the database file at ``path``."""
+        uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+        return cls(sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0))
+
     def known(self) -> Versions | None:
-        shm = self._shm
-        if shm is not None and shm[:HEADER_BYTES] == self._header:
+        try:
+            data_version = self._conn.execute(_DATA_VERSION).fetchone()[0]
+        except sqlite3.ProgrammingError:
+            raise  # misuse (another thread, a closed tracker), not a database that cannot be read
+        except sqlite3.Error:
+            return None  # current() asks again, and says what failed
+        if data_version == self._data_version:
             return self._versions
         return None
 
     async def current(self) -> Versions | None:
-        known = self.known()
-        if known is not None:
-            return known
-        shm = self._shm
-        header = None if shm is None else shm[:HEADER_BYTES]
         try:
-            data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            data_version = self._conn.execute(_DATA_VERSION).fetchone()[0]
             if data_version != self._data_version or self._versions is None:
+                # Taken after data_version: a commit landing in between changes the value
+                # again, so the next call reads the stamps again — never the other way round.
                 stamps = dict(self._conn.execute(_SELECT_STAMPS).fetchall())
                 self._versions = Versions(stamps.get(AUTH), stamps.get(CATALOG), data_version)
                 self._data_version = data_version
+        except sqlite3.ProgrammingError:
+            raise
         except sqlite3.Error:
             logger.exception("could not read the change stamps")
-            self._header = None
             return None
-        if self._wal_index is not None:
-            self._shm = self._wal_index()  # the connection has opened the WAL now
-            self._wal_index = None
-        self._header = header
         return self._versions
 
     async def close(self) -> None:
-        self._shm = None  # its owner unmaps it
         self._conn.close()
+
+
+_DATA_VERSION = "PRAGMA data_version"
 
 
 RECONNECT_SECONDS = (0.05, 0.2, 1.0, 2.0)  # waits between attempts to listen again
