@@ -104,10 +104,10 @@ class SQLiteTracker:
     SQLite's ``PRAGMA data_version`` (https://sqlite.org/pragma.html#pragma_data_version),
     asked on the tracker's one connection every time, changes whenever any *other* connection
     — of this process or of any other — has committed; only then are the stamps read again.
-    The connection is the tracker's own, read-only and in autocommit mode: it never commits
-    (so the value never hides a commit of its own), and the read transaction of each statement
-    ends with the statement (its one row fetched), so the tracker never keeps a checkpoint from
-    folding the WAL back into the database.
+    The connection is the tracker's own, read-only (a connection's own commits do not move its
+    value) and in autocommit mode: the read transaction of each statement ends with the
+    statement (its one row fetched), so the tracker never keeps a checkpoint from folding the
+    WAL back into the database.
 
     The connection belongs to the thread that opened it, the event loop's (``sqlite3``'s
     ``check_same_thread``): a call from any other thread raises ``ProgrammingError``.
@@ -136,19 +136,21 @@ class SQLiteTracker:
         return None
 
     async def current(self) -> Versions | None:
+        known = self.known()
+        if known is not None:
+            return known
         try:
+            # data_version first: a commit landing before the stamps are read moves it again,
+            # so the next call reads them again — never the other way round.
             data_version = self._conn.execute(_DATA_VERSION).fetchone()[0]
-            if data_version != self._data_version or self._versions is None:
-                # Taken after data_version: a commit landing in between changes the value
-                # again, so the next call reads the stamps again — never the other way round.
-                stamps = dict(self._conn.execute(_SELECT_STAMPS).fetchall())
-                self._versions = Versions(stamps.get(AUTH), stamps.get(CATALOG), data_version)
-                self._data_version = data_version
+            stamps = dict(self._conn.execute(_SELECT_STAMPS).fetchall())
         except sqlite3.ProgrammingError:
             raise
         except sqlite3.Error:
             logger.exception("could not read the change stamps")
             return None
+        self._versions = Versions(stamps.get(AUTH), stamps.get(CATALOG), data_version)
+        self._data_version = data_version
         return self._versions
 
     async def close(self) -> None:
