@@ -1,6 +1,6 @@
-"""The delivery policy as plain functions: the retry decision (``dispatcher.judge_attempt``)
-and the endpoint-health rule built on it, Standard Webhooks signatures (``signing.py``) and
-encryption of secrets at rest (``crypto.SecretBox``)."""
+"""The delivery policy as plain functions (``policy.py``): the retry decision and its backoff,
+the endpoint-health rule built on it and its verdict on a batch of attempts; Standard Webhooks
+signatures (``signing.py``) and encryption of secrets at rest (``crypto.SecretBox``)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,16 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from commerce_api.core.timestamps import format_timestamp
 from commerce_api.settings import DEFAULT_RETRY_SCHEDULE, Settings
 from commerce_api.storage.crypto import SecretBox, SecretKeyMissing
-from commerce_api.webhooks import dispatcher
-from commerce_api.webhooks.dispatcher import AttemptOutcome, judge_attempt
+from commerce_api.webhooks import policy
+from commerce_api.webhooks.policy import (
+    GONE_REASON,
+    AttemptOutcome,
+    EndpointVerdict,
+    endpoint_verdicts,
+    is_success,
+    judge_attempt,
+    retry_at,
+)
 from commerce_api.webhooks.signing import SECRET_BYTES, new_secret, signature_header
 
 NOW = datetime(2026, 11, 21, 8, 12, 41, 123000, tzinfo=UTC)
@@ -100,13 +108,62 @@ def test_an_empty_schedule_means_a_single_attempt() -> None:
     assert outcome == AttemptOutcome("failed", None, succeeded=False, gone=False)
 
 
+@pytest.mark.parametrize("status_code", [200, 204, 299])
+def test_a_2xx_delivers(status_code: int) -> None:
+    assert is_success(status_code)
+
+
+@pytest.mark.parametrize("status_code", [100, 199, 300, 404, 410, 500])
+def test_anything_but_a_2xx_does_not_deliver(status_code: int) -> None:
+    assert not is_success(status_code)
+
+
+def test_the_backoff_waits_the_schedule_s_delay_for_the_attempt() -> None:
+    schedule = (1, 20, 300)
+    retries = [retry_at(attempts_before=n, schedule=schedule, now=NOW) for n in range(3)]
+    assert retries == [NOW + timedelta(seconds=delay) for delay in schedule]
+
+
+def test_the_backoff_ends_with_the_schedule() -> None:
+    assert retry_at(attempts_before=3, schedule=(1, 20, 300), now=NOW) is None
+    assert retry_at(attempts_before=0, schedule=(), now=NOW) is None
+
+
+# --- endpoint verdicts on a batch of attempts --------------------------------------------------
+
+OK = decide_now(200)
+FAILED = decide_now(500)
+GONE = decide_now(410)
+
+
+def test_each_endpoint_is_judged_by_its_last_attempt_in_id_order() -> None:
+    verdicts = endpoint_verdicts([("we_b", FAILED), ("we_a", OK), ("we_b", OK), ("we_a", FAILED)])
+    assert verdicts == [EndpointVerdict("we_a", FAILED, False), EndpointVerdict("we_b", OK, False)]
+
+
+def test_a_410_before_a_success_in_the_batch_still_disables() -> None:
+    assert endpoint_verdicts([("we_a", GONE), ("we_a", OK), ("we_a", OK)]) == [
+        EndpointVerdict("we_a", OK, gone_before=True)
+    ]
+
+
+def test_a_410_last_is_the_verdict_itself_not_a_second_one() -> None:
+    assert endpoint_verdicts([("we_a", OK), ("we_a", GONE)]) == [
+        EndpointVerdict("we_a", GONE, gone_before=False)
+    ]
+
+
+def test_no_attempts_no_verdicts() -> None:
+    assert endpoint_verdicts([]) == []
+
+
 # --- endpoint health: disabled after sustained failure only (since when lives in the database) --
 
 DAYS_3 = timedelta(days=3)
 
 
 def reason(*, gone: bool = False, failing_for: timedelta) -> str | None:
-    return dispatcher.disable_reason(
+    return policy.disable_reason(
         gone=gone, failing_since=NOW - failing_for, now=NOW, disable_after=DAYS_3
     )
 
@@ -125,7 +182,11 @@ def test_failing_for_the_whole_period_disables_naming_since_when(failing_for: ti
 
 
 def test_a_410_disables_at_once() -> None:
-    assert reason(gone=True, failing_for=timedelta(0)) == "The receiver answered 410 Gone."
+    assert (
+        reason(gone=True, failing_for=timedelta(0))
+        == GONE_REASON
+        == "The receiver answered 410 Gone."
+    )
 
 
 def test_the_default_period_is_three_days() -> None:

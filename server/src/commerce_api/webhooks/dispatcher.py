@@ -1,5 +1,5 @@
 """The dispatcher: claims due deliveries from the outbox, POSTs them signed, records the
-outcome, and schedules retries.
+outcome, and schedules retries (what an outcome means, and when to retry, is ``policy.py``).
 
 Any number of dispatchers may run against one database (inside ``serve`` processes, or alone as
 ``commerce-api worker``); they coordinate only through their claims on delivery rows (see
@@ -18,7 +18,6 @@ import logging
 import secrets
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +33,14 @@ from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.group_commit import GroupCommit
 from commerce_api.webhooks.http_client import HTTPClient, ReceiverError
+from commerce_api.webhooks.policy import (
+    GONE_REASON,
+    AttemptOutcome,
+    disable_reason,
+    endpoint_verdicts,
+    is_success,
+    judge_attempt,
+)
 from commerce_api.webhooks.repository import attempts, endpoints, outbox
 from commerce_api.webhooks.signing import signature_header
 from commerce_api.webhooks.url_policy import UnsafeURL, resolve
@@ -66,34 +73,6 @@ SECRET_CACHE_SIZE = 10_000  # decrypted endpoint secrets kept by a dispatcher (s
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptOutcome:
-    """What one attempt means for its delivery and its endpoint."""
-
-    delivery_status: str  # pending (retry later), succeeded, failed
-    next_attempt_at: datetime | None
-    succeeded: bool
-    gone: bool  # the receiver answered 410: disable the endpoint
-
-
-def judge_attempt(
-    *, status_code: int | None, attempts_before: int, schedule: Sequence[int], now: datetime
-) -> AttemptOutcome:
-    """The retry policy, as a plain function: 2xx succeeds; 410 fails and disables the endpoint;
-    anything else is retried after ``schedule[n]`` seconds until the schedule runs out."""
-    if status_code is not None and 200 <= status_code < 300:
-        return AttemptOutcome("succeeded", None, succeeded=True, gone=False)
-    if status_code == 410:
-        return AttemptOutcome("failed", None, succeeded=False, gone=True)
-    if attempts_before < len(schedule):
-        retry_at = now + timedelta(seconds=schedule[attempts_before])
-        return AttemptOutcome("pending", retry_at, succeeded=False, gone=False)
-    return AttemptOutcome("failed", None, succeeded=False, gone=False)
-
-
-GONE_REASON = "The receiver answered 410 Gone."
-
-
-@dataclass(frozen=True, slots=True)
 class Finished:
     """A finished attempt, to be recorded: the delivery's new state, the attempt for the
     history, and the verdict on the endpoint's health."""
@@ -115,22 +94,6 @@ class Claim:
     delivery: outbox.Claimed
     event: Row[Any] | None
     endpoint: Row[Any] | None
-
-
-def disable_reason(
-    *, gone: bool, failing_since: datetime, now: datetime, disable_after: timedelta
-) -> str | None:
-    """The endpoint-health policy, after a failed attempt: why to disable the endpoint, or None.
-
-    A 410 disables at once. Otherwise only sustained failure does: every attempt has failed
-    since ``failing_since`` (the first failure after the last success) and that is at least
-    ``disable_after`` ago. A burst of failures, however many, never disables an endpoint.
-    """
-    if gone:
-        return GONE_REASON
-    if now - failing_since >= disable_after:
-        return f"Every delivery attempt has failed since {format_timestamp(failing_since)}."
-    return None
 
 
 class Dispatcher:
@@ -328,7 +291,8 @@ class Dispatcher:
         A fixed number of statements, whatever the batch's size: one update per distinct
         outcome (status and retry time: one for all the successes), one insert of the history,
         and per endpoint the verdict of its last attempt in the batch (a 410 anywhere in it
-        disables the endpoint, as it would have one attempt at a time).
+        disables the endpoint, as it would have one attempt at a time: see
+        ``policy.endpoint_verdicts``).
 
         Lock order: the deliveries first (each claimed by this dispatcher alone), then the
         endpoints in id order — the same in every batch of every dispatcher, and disabling an
@@ -358,16 +322,10 @@ class Dispatcher:
             for done in recorded
         ]
         await attempts.insert_attempts(conn, history)
-        last: dict[str, AttemptOutcome] = {}
-        gone: set[str] = set()
-        for done in recorded:  # in the order the attempts finished
-            last[done.endpoint_id] = done.outcome
-            if done.outcome.gone:
-                gone.add(done.endpoint_id)
-        for endpoint_id in sorted(last):
-            await self._update_endpoint_health(conn, endpoint_id, last[endpoint_id], now)
-            if endpoint_id in gone and not last[endpoint_id].gone:
-                await endpoints.disable_endpoint(conn, endpoint_id, GONE_REASON)
+        for verdict in endpoint_verdicts((done.endpoint_id, done.outcome) for done in recorded):
+            await self._update_endpoint_health(conn, verdict.endpoint_id, verdict.last, now)
+            if verdict.gone_before:
+                await endpoints.disable_endpoint(conn, verdict.endpoint_id, GONE_REASON)
         return kept
 
     async def _update_endpoint_health(
@@ -451,7 +409,7 @@ class Dispatcher:
             return None, "Timed out."
         except (OSError, ReceiverError) as exc:
             return None, f"{type(exc).__name__}: {exc}"[:_ERROR_LENGTH] or type(exc).__name__
-        if 200 <= status_code < 300:
+        if is_success(status_code):
             return status_code, None
         return status_code, f"HTTP {status_code}"
 
