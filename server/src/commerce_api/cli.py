@@ -17,12 +17,12 @@ import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
+from starlette.types import ASGIApp
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import service as catalog
@@ -107,9 +107,7 @@ def main() -> None:
 )
 def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -> None:
     """Apply pending migrations, then serve the API."""
-    import uvicorn
-
-    from commerce_api.http.server import DeadlineHttpProtocol
+    from granian import Granian
 
     settings = _settings()
     if demo and settings.environment == "production":
@@ -154,35 +152,98 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
         # A demo on a laptop sends webhooks to receivers on the same laptop.
         os.environ["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
         _note("Demo: webhooks may go to private and loopback addresses (127.0.0.1, 10.x, …).")
-    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again to die of it;
-    # this handler (restored by then) makes that a clean exit: 0, as supervisors expect.
-    signal.signal(signal.SIGTERM, _exit_cleanly)
     with _metrics_directory(workers):
-        uvicorn.run(
-            "commerce_api.app:create_app",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            proxy_headers=True,
-            server_header=False,
-            access_log=False,  # observability.middleware logs one line per request instead
-            log_config=logging_config(settings),
-            log_level=settings.log_level,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-            http=DeadlineHttpProtocol,
-            timeout_keep_alive=settings.http_keep_alive_seconds,
-            limit_concurrency=settings.http_max_connections,
-        )
+        # granian stops gracefully on SIGTERM or SIGINT (no new connections, the requests in
+        # flight finish, then each worker's lifespan shutdown) and exits 0.
+        Granian(
+            f"{__name__}:{served_app.__name__}", **granian_options(settings, host, port, workers)
+        ).serve()
 
 
-def _exit_cleanly(_signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(0)
+# On SIGTERM, a worker's requests in flight and then its lifespan shutdown (the dispatcher's
+# dispatcher.STOP_GRACE_SECONDS included) get this long in all; then it is killed, so the
+# process is gone within about 15 s.
+GRACEFUL_SHUTDOWN_SECONDS = 14
+# granian's bounds for its HTTP/1 settings.
+_MAX_HEADER_READ_TIMEOUT_MS = 60_000
+_MIN_HTTP1_BUFFER_BYTES = 8192
 
 
-# On SIGTERM, requests in flight get this long to finish; then the dispatcher gets
-# dispatcher.STOP_GRACE_SECONDS, so the process is gone within about 15 s.
-GRACEFUL_SHUTDOWN_SECONDS = 10
+def granian_options(settings: Settings, host: str, port: int, workers: int) -> dict[str, Any]:
+    """The options ``serve`` gives granian's server: all of them documented ones (its README
+    and ``granian --help``), derived from the ``COMMERCE_HTTP_*`` settings (see
+    docs/deployment.md)."""
+    from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
+    from granian.log import LogLevels
+
+    # One timer for a head that is slow to come, whether the connection is new, idle between
+    # requests or trickling one: it honours both settings as upper bounds.
+    head_seconds = settings.http_header_timeout_seconds
+    if settings.http_keep_alive_seconds:
+        head_seconds = min(head_seconds, settings.http_keep_alive_seconds)
+    http1 = HTTP1Settings(
+        header_read_timeout=max(1, min(_MAX_HEADER_READ_TIMEOUT_MS, round(head_seconds * 1000))),
+        keep_alive=settings.http_keep_alive_seconds > 0,
+        # granian's read buffer, which a head must fit: a head past our cap up to twice it is
+        # answered 431 by ServerGuardMiddleware (in the error envelope), a larger one by the
+        # server itself, which never buffers more than this for it.
+        max_buffer_size=max(_MIN_HTTP1_BUFFER_BYTES, 2 * settings.http_max_header_bytes),
+    )
+    return {
+        "address": host,
+        "port": port,
+        "interface": Interfaces.ASGI,  # with the ASGI lifespan, run in every worker
+        "factory": True,
+        "workers": workers,
+        # HTTP/1.1 only: what nginx speaks to its upstreams, and what the limits above cover.
+        "http": HTTPModes.http1,
+        "http1_settings": http1,
+        "websockets": False,
+        # Connections each worker serves at once; more wait in the kernel's accept queue.
+        "backpressure": settings.http_max_connections,
+        "log_level": LogLevels(settings.log_level),
+        "log_dictconfig": logging_config(settings),
+        "log_access": False,  # observability's request log writes one line per request instead
+        "workers_kill_timeout": GRACEFUL_SHUTDOWN_SECONDS,
+    }
+
+
+def served_app() -> ASGIApp:
+    """The app as each of ``serve``'s workers runs it (granian's factory target): the routes
+    inside ServerGuardMiddleware, inside granian's proxy-headers wrapper when
+    ``COMMERCE_TRUSTED_PROXIES`` lists any proxy."""
+    from commerce_api.app import create_app
+    from commerce_api.http.middleware import ServerGuardMiddleware
+
+    _die_with_parent()
+    settings = Settings()
+    app: ASGIApp = ServerGuardMiddleware(
+        create_app(settings),
+        max_header_bytes=settings.http_max_header_bytes,
+        max_requests_per_client=settings.http_max_requests_per_client,
+        body_timeout=settings.http_body_timeout_seconds,
+    )
+    if settings.trusted_proxies:
+        from granian.utils.proxies import wrap_asgi_with_proxy_headers
+
+        app = wrap_asgi_with_proxy_headers(app, trusted_hosts=list(settings.trusted_proxies))
+    return app
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent() -> None:
+    """A worker is killed with its ``serve`` process (Linux): a SIGKILLed ``serve`` (by hand,
+    or an OOM kill) leaves no worker holding the port and the requests it had. A graceful stop
+    never needs it: granian stops its workers first."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 METRICS_DIRECTORY_PREFIX = "commerce-api-metrics-"
@@ -222,7 +283,7 @@ def _metrics_directory(workers: int) -> Iterator[None]:
         return
     remove_stale_metrics_directories()
     directory = tempfile.mkdtemp(prefix=f"{METRICS_DIRECTORY_PREFIX}{os.getpid()}-")
-    os.environ[MULTIPROC_DIR_VARIABLE] = directory  # inherited by the workers uvicorn spawns
+    os.environ[MULTIPROC_DIR_VARIABLE] = directory  # inherited by the workers granian starts
     try:
         yield
     finally:

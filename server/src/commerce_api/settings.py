@@ -5,6 +5,7 @@ A ``.env`` file in the working directory is read too; real environment variables
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -57,13 +58,25 @@ class Settings(BaseSettings):
     # Units one order may reserve: per line (at most the schema's 10,000) and in all.
     order_max_units_per_line: int = Field(default=10_000, ge=1, le=10_000)
     order_max_units: int = Field(default=10_000, ge=1)
-    # `serve`'s HTTP server (http_server.py): a request's head and body must arrive within
-    # these; an idle keep-alive connection is closed after `keep_alive`; past `max_connections`
-    # connections (and requests in flight) new ones are answered 503.
-    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    # `serve`'s HTTP server (granian, configured in cli.py). A connection waiting for a request
+    # head, whether new, idle after a response (keep-alive) or trickling one, is closed when it
+    # has not arrived within the smaller of `header_timeout` and `keep_alive` (granian has one
+    # timer for both; at most 60 s); `keep_alive` 0 turns keep-alive off. A body must arrive
+    # within `body_timeout` of its head (http/middleware.py). Each worker holds at most
+    # `max_connections` connections; more wait in the kernel's queue until one closes.
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
-    http_keep_alive_seconds: int = Field(default=5, ge=1)
-    http_max_connections: int = Field(default=1000, ge=1)
+    http_keep_alive_seconds: int = Field(default=5, ge=0)
+    http_max_connections: int = Field(default=10_000, ge=1)
+    # Requests one client address may have in flight in a worker; past it that client alone is
+    # answered 503 (http/middleware.py). With trusted proxies, the address they forward.
+    http_max_requests_per_client: int = Field(default=64, ge=1)
+    # A request head (request line and headers) larger than this is answered 431.
+    http_max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
+    # Addresses or networks (comma-separated, e.g. `127.0.0.1,::1` or `10.0.0.0/8`) whose
+    # X-Forwarded-For and X-Forwarded-Proto are believed. Empty: no one's; the client address is
+    # the connection's.
+    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
     # `off` removes /metrics (it answers 404 like any unknown route).
     metrics: Literal["on", "off"] = "on"
     # An operator console session (/dashboard) ends after this long without a request.
@@ -76,6 +89,25 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _parse_proxies(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_proxies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for proxy in value:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{proxy!r} is not an IP address or network (e.g. 127.0.0.1 or 10.0.0.0/8)"
+                ) from None
+        return value
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod

@@ -1,261 +1,158 @@
-"""``serve``'s HTTP protocol: a response's writes leave in one send, with the other responses of
-its event loop step, and nothing is held longer."""
+"""``serve``'s HTTP server (granian) and the guard around the app, against a real process.
+
+The settings map onto granian's documented options (``cli.granian_options``); what granian
+has no setting for is ``http.middleware.ServerGuardMiddleware``. Each behaviour is checked over
+a raw socket, as a slow or hostile client would meet it.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-import uvicorn
+from granian.constants import HTTPModes, Interfaces
 
-from commerce_api.http.server import (
-    MAX_HELD_BYTES,
-    WHOLE_RESPONSE,
-    DeadlineHttpProtocol,
-    _OneSend,
-)
+from commerce_api.cli import granian_options
+from commerce_api.settings import Settings
+from tests.server_process import RunningServer, running_server
 
-
-class _Transport:
-    """Records what is written and whether the transport was closed."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.closed = False
-        self.closing = False
-        self.aborted = False
-        self.fail = False
-
-    def write(self, data: bytes) -> None:
-        assert not self.closed, "written after close"
-        if self.fail:
-            raise RuntimeError("the transport failed")
-        self.writes.append(data)
-
-    def is_closing(self) -> bool:
-        return self.closing or self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.aborted = self.closed = True
-
-    def get_write_buffer_size(self) -> int:
-        return 0
+SHORT_DEADLINES = {
+    "COMMERCE_HTTP_HEADER_TIMEOUT_SECONDS": "1",
+    "COMMERCE_HTTP_BODY_TIMEOUT_SECONDS": "1",
+    "COMMERCE_HTTP_KEEP_ALIVE_SECONDS": "1",
+}
 
 
-def _one_send() -> tuple[_OneSend, _Transport]:
-    transport = _Transport()
-    return _OneSend(transport, asyncio.get_running_loop()), transport  # type: ignore[arg-type]
-
-
-async def test_a_head_and_its_body_leave_in_one_write_at_the_end_of_the_step() -> None:
-    sending, transport = _one_send()
-    sending.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
-    sending.write(b"{}")
-    assert transport.writes == []
-    await asyncio.sleep(0)
-    assert transport.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
-    await asyncio.sleep(0)
-    assert len(transport.writes) == 1, "the held write was sent twice"
-
-
-async def test_what_is_written_while_the_app_awaits_is_not_held() -> None:
-    """A streamed response's head (or a 100 Continue) leaves when the app awaits."""
-    sending, transport = _one_send()
-    sending.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-    await asyncio.sleep(0)
-    assert transport.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]
-    sending.write(b"chunk")
-    sending.write(b"next")
-    await asyncio.sleep(0)
-    sending.write(b"last")
-    await asyncio.sleep(0)
-    assert transport.writes[1:] == [b"chunknext", b"last"]
-
-
-async def test_the_responses_of_one_step_leave_together_each_in_its_order() -> None:
-    (first, first_transport), (second, second_transport) = _one_send(), _one_send()
-    first.write(b"head 1 ")
-    second.write(b"head 2 ")
-    first.write(b"body 1")
-    second.write(b"body 2")
-    assert first_transport.writes == second_transport.writes == []
-    await asyncio.sleep(0)
-    assert first_transport.writes == [b"head 1 body 1"]
-    assert second_transport.writes == [b"head 2 body 2"]
-
-
-async def test_a_large_body_is_not_held() -> None:
-    """What reaches MAX_HELD_BYTES goes at once, so the transport's flow control sees it."""
-    sending, transport = _one_send()
-    sending.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    sending.write(b"x" * MAX_HELD_BYTES)
-    assert transport.writes == [b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * MAX_HELD_BYTES]
-    await asyncio.sleep(0)
-    assert len(transport.writes) == 1
-
-
-async def test_nothing_is_sent_to_a_connection_that_is_gone() -> None:
-    sending, transport = _one_send()
-    sending.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    transport.closing = True  # the peer went away before the end of the step
-    await asyncio.sleep(0)
-    assert transport.writes == []
-
-
-async def test_a_connection_whose_write_fails_holds_back_no_other() -> None:
-    (failing, failing_transport), (sending, transport) = _one_send(), _one_send()
-    failing_transport.fail = True
-    failing.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    sending.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    await asyncio.sleep(0)
-    assert failing_transport.aborted
-    assert transport.writes == [b"HTTP/1.1 200 OK\r\n\r\n"]
-    failing.write(b"next")  # held again, and sent with the next step's writes
-    sending.write(b"next")
-    await asyncio.sleep(0)
-    assert transport.writes[1:] == [b"next"]
-
-
-async def test_close_sends_what_is_held_first() -> None:
-    sending, transport = _one_send()
-    sending.write(b"HTTP/1.1 500 Internal Server Error\r\n\r\n")
-    sending.close()
-    assert transport.writes == [b"HTTP/1.1 500 Internal Server Error\r\n\r\n"]
-    assert transport.closed
-    await asyncio.sleep(0)
-    assert len(transport.writes) == 1
-
-
-async def test_the_rest_of_the_transport_is_the_transports() -> None:
-    sending, _ = _one_send()
-    size: Any = sending.get_write_buffer_size()
-    assert size == 0
-
-
-# --- a whole response, over a real socket ------------------------------------------------------
-
-_HEADERS = [(b"content-type", b"application/json"), (b"x-request-id", b"req_1")]
-_BAD_HEADERS = [
-    (b"x-evil", b"a\r\nset-cookie: 1"),  # a line break in a value: a header injected
-    (b"x-evil", b"a\nset-cookie: 1"),
-    (b"x-bad", b"\x01"),  # a control byte in a value or a name
-    (b"x-bad", b"\x00"),
-    (b"x-bad\x01", b"1"),
-    (b"bad name", b"1"),
-    (b"x-evil\r\nset-cookie", b"1"),
-    (b"Content-Length", b"0"),  # the server frames a whole response itself
-    (b"transfer-encoding", b"chunked"),
-    (b"connection", b"close"),
-]
-
-
-async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Answers with one WHOLE_RESPONSE message when the server offers it, ``/parts`` with
-    uvicorn's two messages; ``/header?N`` adds ``_BAD_HEADERS[N]``."""
-    if scope["type"] != "http":
-        return
-    headers = list(_HEADERS)
-    if scope["path"] == "/header":
-        headers.append(_BAD_HEADERS[int(scope["query_string"])])
-    body = b'{"ok":true}'
-    if scope["path"] != "/parts" and WHOLE_RESPONSE in scope.get("extensions", {}):
-        await send({"type": WHOLE_RESPONSE, "status": 200, "headers": headers, "body": body})
-        return
-    headers.insert(1, (b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-@asynccontextmanager
-async def _serving() -> AsyncIterator[int]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        _app, http=DeadlineHttpProtocol, log_level="critical", lifespan="off", server_header=False
+def test_the_settings_become_granians_documented_options() -> None:
+    settings = Settings(
+        http_header_timeout_seconds=10,
+        http_keep_alive_seconds=5,
+        http_max_connections=300,
+        http_max_header_bytes=65536,
+        log_level="warning",
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-            await asyncio.sleep(0.01)
-        yield sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
-        sock.close()
+    options = granian_options(settings, "127.0.0.1", 8000, 2)
+    assert options["interface"] == Interfaces.ASGI
+    assert options["http"] == HTTPModes.http1
+    assert options["factory"] is True
+    assert options["workers"] == 2
+    assert options["backpressure"] == 300
+    assert options["log_access"] is False
+    http1 = options["http1_settings"]
+    # One timer in granian for a new, an idle and a trickling connection: the smaller bound.
+    assert http1.header_read_timeout == 5000
+    assert http1.keep_alive is True
+    assert http1.max_buffer_size == 2 * 65536
+    assert options["log_dictconfig"]["root"]["level"] == "WARNING"
 
 
-async def _exchange(port: int, request: bytes) -> bytes:
-    """Send a raw request; read until the server closes or one whole response has arrived
-    (its head alone, for HEAD)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request)
+def test_keep_alive_zero_turns_it_off_and_the_head_timeout_stands_alone() -> None:
+    options = granian_options(
+        Settings(http_header_timeout_seconds=2.5, http_keep_alive_seconds=0), "::1", 80, 1
+    )
+    assert options["http1_settings"].keep_alive is False
+    assert options["http1_settings"].header_read_timeout == 2500
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    workdir = tmp_path_factory.mktemp("serve")
+    database_url = f"sqlite:///{workdir / 'commerce.db'}"
+    with running_server(database_url, workdir, settings=SHORT_DEADLINES) as running:
+        yield running
+
+
+def _connect(server: RunningServer) -> socket.socket:
+    host, port = server.base_url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=5.0)
+
+
+def _read_until_closed(sock: socket.socket, within: float) -> tuple[bytes, float | None]:
+    """What the server sends until it closes the connection, and after how long it closed it
+    (None: still open after ``within`` seconds)."""
+    started = time.monotonic()
+    deadline = started + within
     data = b""
     try:
-        while chunk := await asyncio.wait_for(reader.read(65536), 5):
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data, time.monotonic() - started
             data += chunk
-            head, end_of_head, body = data.partition(b"\r\n\r\n")
-            length = [line for line in head.split(b"\r\n") if line.startswith(b"content-length:")]
-            if (
-                end_of_head
-                and length
-                and (request.startswith(b"HEAD ") or len(body) >= int(length[0].split(b":")[1]))
-            ):
-                break
-    finally:
-        writer.close()
-    return data
+    except TimeoutError:
+        return data, None
+    except ConnectionResetError:
+        return data, time.monotonic() - started
+    return data, None
 
 
-def _parsed(response: bytes) -> tuple[bytes, list[bytes], bytes]:
-    head, _, body = response.partition(b"\r\n\r\n")
-    status, *lines = head.split(b"\r\n")
-    return status, [line for line in lines if not line.startswith(b"date: ")], body
+@pytest.mark.slow
+def test_a_slow_loris_head_is_closed_after_the_header_timeout(server: RunningServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(0.4)
+        sock.sendall(b"X-Trickle: 1\r\n")  # a line now and then does not reset the deadline
+        data, closed_after = _read_until_closed(sock, 4.0)
+    assert closed_after is not None, "a head trickled for ever holds its connection"
+    assert b"200" not in data
 
 
-async def test_a_whole_response_leaves_as_its_two_messages_would() -> None:
-    async with _serving() as port:
-        whole = await _exchange(port, b"GET /whole HTTP/1.1\r\nhost: t\r\n\r\n")
-        parts = await _exchange(port, b"GET /parts HTTP/1.1\r\nhost: t\r\n\r\n")
-    status, lines, body = _parsed(whole)
-    assert (status, body) == (b"HTTP/1.1 200 OK", b'{"ok":true}')
-    assert lines == [
-        b"content-type: application/json",
-        b"x-request-id: req_1",
-        b"content-length: 11",  # the one difference: where the length goes
-    ]
-    assert whole.split(b"\r\n")[1].startswith(b"date: "), "the server's own headers first"
-    assert sorted(lines) == sorted(_parsed(parts)[1])
+@pytest.mark.slow
+def test_an_idle_keep_alive_connection_is_closed(server: RunningServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        data, closed_after = _read_until_closed(sock, 4.0)
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert closed_after is not None, "an idle keep-alive connection was kept"
+    assert closed_after < 3.0
 
 
-async def test_a_whole_response_to_head_has_no_body_and_to_close_closes() -> None:
-    async with _serving() as port:
-        head = await _exchange(port, b"HEAD /whole HTTP/1.1\r\nhost: t\r\n\r\n")
-        closing = await _exchange(
-            port, b"GET /whole HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n"
-        )
-        old = await _exchange(port, b"GET /whole HTTP/1.0\r\n\r\n")
-    assert head.endswith(b"content-length: 11\r\n\r\n"), head
-    assert b"connection: close\r\n" in closing
-    assert closing.endswith(b'{"ok":true}')
-    assert b"connection: close\r\n" in old
-    assert old.endswith(b'{"ok":true}')
+@pytest.mark.slow
+def test_a_connection_that_sends_nothing_is_closed(server: RunningServer) -> None:
+    with _connect(server) as sock:
+        data, closed_after = _read_until_closed(sock, 4.0)
+    assert (data, closed_after is not None) == (b"", True)
 
 
-@pytest.mark.parametrize("index", range(len(_BAD_HEADERS)))
-async def test_a_whole_response_with_a_bad_header_is_a_500_and_nothing_of_it_leaves(
-    index: int,
+@pytest.mark.slow
+def test_a_body_that_stalls_is_answered_408_and_its_connection_closed(
+    server: RunningServer,
 ) -> None:
-    async with _serving() as port:
-        request = b"GET /header?%d HTTP/1.1\r\nhost: t\r\n\r\n" % index
-        answer = await _exchange(port, request)
-    assert answer.startswith(b"HTTP/1.1 500 "), answer
-    assert b"x-request-id" not in answer
-    assert b"set-cookie" not in answer
+    with _connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        data, closed_after = _read_until_closed(sock, 5.0)
+    assert data.startswith(b"HTTP/1.1 408 "), data
+    assert b'"code":"invalid_request"' in data
+    assert b'"details":"body"' in data
+    assert closed_after is not None
+
+
+@pytest.mark.slow
+def test_a_whole_request_on_one_connection_is_served_after_another(
+    server: RunningServer,
+) -> None:
+    """Keep-alive works: two requests on one connection, each answered with its length."""
+    with _connect(server) as sock:
+        for _ in range(2):
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while b'{"status":"ok"}' not in data:
+                chunk = sock.recv(65536)
+                assert chunk, "the server closed a keep-alive connection after one request"
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 200 ")
+            assert b"content-length: 15\r\n" in data.lower()
+
+
+def test_the_server_process_helper_runs_granian(tmp_path: Path) -> None:
+    """The tests' server is the real `serve`: its log says granian."""
+    with running_server(f"sqlite:///{tmp_path / 'commerce.db'}", tmp_path) as running:
+        log = running.stderr_path.read_text(encoding="utf-8")
+    assert "granian" in log

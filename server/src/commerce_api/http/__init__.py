@@ -3,15 +3,16 @@
 - ``pipeline``: ``Pipeline`` finishes every answer (authentication, the rate limit and its
   headers, the request id, metrics and the log), for the fast lane and the routes alike;
   ``PipelineMiddleware`` runs it around the routes.
-- ``middleware``: the outermost guard that turns anything unexpected into the 500 envelope.
+- ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
+  envelope, and the one ``serve`` puts around the whole app (per-client requests in flight,
+  the head's size, the body's deadline).
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers.
 - ``dependencies``: the services container and the caller (FastAPI dependencies).
 - ``routing``: the route class and the declarations the fast lane derives its work from
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
 - ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces
   every resource shares; ``observer``: where answered requests are counted and logged.
-- ``openapi``: the published OpenAPI document and ``/docs``; ``server``: the uvicorn protocol
-  ``serve`` runs, with read deadlines.
+- ``openapi``: the published OpenAPI document and ``/docs``.
 
 May import: ``core``, ``settings``, ``storage``, ``observability``, ``ratelimit`` and
 ``accounts`` (every request authenticates). The services of the domain packages above it

@@ -1,17 +1,26 @@
-"""The error guard: the ASGI layer just outside the routes (inside ``pipeline``'s, so that
-its answers carry the request id and the rate-limit headers like any other).
+"""The ASGI layers of our own around the routes and around the whole app.
 
-:class:`ErrorGuardMiddleware` enforces the body-size limit and turns anything unexpected into
-the contract's 500 (:func:`unexpected_failure`, which the fast lane uses too).
+:class:`ErrorGuardMiddleware`, just outside the routes (inside ``pipeline``'s, so that its
+answers carry the request id and the rate-limit headers like any other), enforces the body-size
+limit and turns anything unexpected into the contract's 500 (:func:`unexpected_failure`, which
+the fast lane uses too).
+
+:class:`ServerGuardMiddleware`, around the whole app (the fast lane included), is what ``serve``
+needs of its HTTP server and granian does not offer as a setting: a cap on the requests one
+client address has in flight, a cap on the size of a request's head answered in the error
+envelope, and a deadline for a request's body.
 
 Written as plain ASGI rather than ``BaseHTTPMiddleware``: no task or stream per request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import logging
 import sqlite3
+import time
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -159,3 +168,127 @@ def _content_length(scope: Scope) -> int | None:
                 return -1
             return length if length >= 0 else -1
     return None
+
+
+# A client over its in-flight cap retries after this long (its other requests finish by then).
+BUSY_RETRY_AFTER_SECONDS = 1
+REQUEST_TIMEOUT = 408
+HEADERS_TOO_LARGE = 431
+# Each header line's ": " and CRLF, which ASGI's (name, value) pairs leave out.
+_HEADER_LINE_OVERHEAD = 4
+
+
+class BodyTimedOut(ClientDisconnect):
+    """The body did not arrive within its deadline: to the app, as if the client had gone (the
+    error guard logs it as such, and no one is sent its answer)."""
+
+
+class ServerGuardMiddleware:
+    """What ``serve``'s server leaves to the app, outside everything else (``cli.served_app``):
+
+    - a request whose head (request line and headers) is over ``max_header_bytes`` is answered
+      431 (the server refuses, with its own plain 431, heads past its buffer: see cli.py);
+    - a client address with ``max_requests_per_client`` requests in flight in this process gets
+      503 with ``Retry-After`` for any more, so that one client cannot take every worker's
+      attention; other clients are served as before;
+    - a body must arrive within ``body_timeout`` seconds of the head: else the app sees the
+      client gone and the client gets 408 and a closed connection.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_header_bytes: int,
+        max_requests_per_client: int,
+        body_timeout: float,
+    ) -> None:
+        self.app = app
+        self.max_header_bytes = max_header_bytes
+        self.max_requests_per_client = max_requests_per_client
+        self.body_timeout = body_timeout
+        self.in_flight: dict[str, int] = {}  # by client address; an address at 0 is removed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        head += sum([len(name) + len(value) for name, value in scope["headers"]])
+        if head + _HEADER_LINE_OVERHEAD * len(scope["headers"]) > self.max_header_bytes:
+            await self._refuse(scope, send, HEADERS_TOO_LARGE, _headers_too_large(self))
+            return
+        client = scope.get("client")
+        address = client[0] if client else ""
+        in_flight = self.in_flight
+        count = in_flight.get(address, 0)
+        if count >= self.max_requests_per_client:
+            await self._refuse(scope, send, 503, _client_busy(self))
+            return
+        in_flight[address] = count + 1
+        try:
+            await self._with_body_deadline(scope, receive, send)
+        finally:
+            left = in_flight[address] - 1
+            if left:
+                in_flight[address] = left
+            else:
+                del in_flight[address]
+
+    async def _with_body_deadline(self, scope: Scope, receive: Receive, send: Send) -> None:
+        deadline = time.monotonic() + self.body_timeout
+        body_done = timed_out = started = False
+
+        async def timed_receive() -> Message:
+            nonlocal body_done, timed_out
+            if body_done:  # what follows the body (a disconnect) has no deadline
+                return await receive()
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+                    message = await receive()
+            except TimeoutError:
+                timed_out = True
+                raise BodyTimedOut from None
+            body_done = message["type"] != "http.request" or not message.get("more_body")
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if timed_out:
+                return  # the app's answer to a request whose body never came: ours goes instead
+            started = True
+            await send(message)
+
+        # The error guard catches it behind the routes; the fast lane lets it through.
+        with contextlib.suppress(BodyTimedOut):
+            await self.app(scope, timed_receive, guarded_send)
+        if timed_out and not started:
+            message = f"The request body did not arrive within {self.body_timeout:g} seconds."
+            body = error_body("invalid_request", message, "body")
+            await send_json(send, REQUEST_TIMEOUT, body, [(b"connection", b"close")])
+
+    @staticmethod
+    async def _refuse(
+        scope: Scope, send: Send, status: int, body: tuple[bytes, list[tuple[bytes, bytes]]]
+    ) -> None:
+        content, headers = body
+        headers = [*headers, (b"x-request-id", context(scope).request_id.encode())]
+        await send_json(send, status, content, headers)
+
+
+def _headers_too_large(guard: ServerGuardMiddleware) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    message = (
+        f"The request's head (its request line and headers) is larger than "
+        f"{guard.max_header_bytes} bytes."
+    )
+    return error_body("invalid_request", message, "headers"), [(b"connection", b"close")]
+
+
+def _client_busy(guard: ServerGuardMiddleware) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    message = (
+        f"This client already has {guard.max_requests_per_client} requests in progress. Retry "
+        f"after {BUSY_RETRY_AFTER_SECONDS} second(s) (see the Retry-After header), or send fewer "
+        "requests at once."
+    )
+    headers = [(b"retry-after", str(BUSY_RETRY_AFTER_SECONDS).encode())]
+    return error_body("rate_limited", message, "client"), headers

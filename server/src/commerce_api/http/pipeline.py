@@ -32,7 +32,6 @@ from commerce_api.accounts.service import Principal, bearer_token
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.http.context import RequestContext, context
 from commerce_api.http.observer import RequestObserver
-from commerce_api.http.server import WHOLE_RESPONSE
 from commerce_api.observability.metrics import (
     METRICS_PATH,
     REJECTED_IP,
@@ -223,13 +222,14 @@ class Pipeline:
         ctx = context(scope)
         if not await self.admit(scope, ctx):
             status, body, headers = 429, self.rejection(ctx), None
-        given = [JSON_HEADER, *(headers or ()), *self.headers(ctx)]
-        if WHOLE_RESPONSE in (scope.get("extensions") or ()):  # serve's protocol: one message
-            await send({"type": WHOLE_RESPONSE, "status": status, "headers": given, "body": body})
-        else:
-            given.insert(1, (_CONTENT_LENGTH, str(len(body)).encode()))
-            await send({"type": "http.response.start", "status": status, "headers": given})
-            await send({"type": "http.response.body", "body": body})
+        given = [
+            JSON_HEADER,
+            (_CONTENT_LENGTH, str(len(body)).encode()),
+            *(headers or ()),
+            *self.headers(ctx),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": given})
+        await send({"type": "http.response.body", "body": body})
         self.observe(scope, route, status, started)
 
     def observe(self, scope: Scope, route: str | None, status: int, started: float) -> None:

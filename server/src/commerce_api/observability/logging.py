@@ -1,6 +1,6 @@
 """Logs: JSON lines for machines, readable text on a terminal, and never a secret.
 
-Standard-library ``logging`` throughout (uvicorn, SQLAlchemy and httpx log through it already;
+Standard-library ``logging`` throughout (granian, SQLAlchemy and httpx log through it already;
 structlog would add a dependency without changing what lands on stderr). Fields passed with
 ``extra=`` become JSON keys (or ``key=value`` in text). :class:`RedactingFilter` sits on the
 one handler, so every record of every library is scrubbed of API keys, webhook secrets and
@@ -27,7 +27,7 @@ _SECRET = re.compile(
 )
 # The attributes every LogRecord has; anything else came from ``extra=``.
 _RECORD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
-_HIDDEN_FIELDS = frozenset({"color_message"})  # uvicorn's coloured duplicate of the message
+_HIDDEN_FIELDS = frozenset({"color_message"})  # a coloured duplicate of the message (uvicorn's)
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -135,11 +135,12 @@ def resolved_format(settings: Settings, stream: IO[str] | None = None) -> str:
 
 
 def logging_config(settings: Settings) -> dict[str, Any]:
-    """A :func:`logging.config.dictConfig` for serve (uvicorn applies it in every worker) and
-    worker: one stderr handler on the root logger, uvicorn's loggers propagating to it, and
-    uvicorn's access log off (the request line comes from ``observability.middleware``)."""
+    """A :func:`logging.config.dictConfig` for serve (granian applies it in its main process
+    and in every worker) and worker: one stderr handler on the root logger, which every other
+    logger (granian's included) propagates to. Its ``loggers`` replace granian's own, so its
+    server log comes here too; its access log is off (``serve`` does not enable it: the request
+    line comes from ``observability.access``)."""
     formatter = JsonFormatter if resolved_format(settings) == "json" else TextFormatter
-    level = settings.log_level.upper()
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -153,10 +154,6 @@ def logging_config(settings: Settings) -> dict[str, Any]:
                 "filters": ["redact"],
             }
         },
-        "root": {"level": level, "handlers": ["stderr"]},
-        "loggers": {
-            "uvicorn": {"handlers": [], "propagate": True, "level": level},
-            "uvicorn.error": {"handlers": [], "propagate": True, "level": level},
-            "uvicorn.access": {"handlers": [], "propagate": False, "level": "WARNING"},
-        },
+        "root": {"level": settings.log_level.upper(), "handlers": ["stderr"]},
+        "loggers": {},
     }
