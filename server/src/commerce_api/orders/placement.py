@@ -21,6 +21,9 @@ fixed number of statements per batch however many orders it carries (:func:`plac
 4. Store each key's outcome in its row, take the stock (one decrement per product, the
    batch's sum), and commit.
 
+This module decides and queues; its statements are ``repository``'s (the same ones, batched
+the same way).
+
 A hot product is locked for steps 3 and 4 only (three round trips and the commit), not for all
 of the batch's statements. The lock order is the same everywhere: new keys, products (in id
 order), then existing key rows — as a cancel locks its products and then its own key — so two
@@ -50,7 +53,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
@@ -64,12 +66,9 @@ from commerce_api.orders import repository
 from commerce_api.orders.domain import EVENT_FOR_STATUS, Line, OrderStatus
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import cannot_reserve, line_positions, new_order_rows, render_order
-from commerce_api.storage import freshness
 from commerce_api.storage.crypto import SecretBox
-from commerce_api.storage.db import Database, Executor, execute_many, insert_returning, insert_rows
+from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.group_commit import GroupCommit
-from commerce_api.storage.tables import idempotency_keys as keys
-from commerce_api.storage.tables import products
 
 CREATED = EVENT_FOR_STATUS[OrderStatus.PENDING]
 
@@ -172,19 +171,20 @@ async def place_batch(
     if locked_already:
         plan = await _place(conn, requests, read_stock, read_keys, now, currency, secret_box)
     else:
-        await conn.exec_driver_sql("SAVEPOINT placement")
+        await repository.begin_savepoint(conn)
         plan = await _place(conn, requests, read_stock, read_keys, now, currency, secret_box)
         locked_stock = await _products(conn, product_ids, lock=True)
         locked_keys = await _keys(conn, existing, lock=True)
         if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
-            await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
+            await repository.rollback_to_savepoint(conn)
             plan = await _place(
                 conn, requests, locked_stock, locked_keys, now, currency, secret_box
             )
         read_keys = locked_keys
-        await conn.exec_driver_sql("RELEASE SAVEPOINT placement")
-    await _store_keys(conn, plan.key_outcomes, claimed | read_keys.keys())
-    await _take_stock(conn, plan.stock)
+        await repository.release_savepoint(conn)
+    await repository.store_key_outcomes(conn, plan.key_outcomes, claimed | read_keys.keys())
+    taken = [(pid, stock.taken) for pid, stock in sorted(plan.stock.items()) if stock.taken]
+    await repository.take_stock(conn, taken)
     return plan.results
 
 
@@ -273,20 +273,9 @@ def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:
 
 
 async def _products(conn: Executor, product_ids: set[str], *, lock: bool) -> dict[str, _Stock]:
-    """The active products among ``product_ids`` (``lock``: locked until the commit, in id
-    order — PostgreSQL; SQLite's write transaction already excludes every other writer)."""
-    if not product_ids:
-        return {}
-    query = (
-        select(products.c.id, products.c.inventory_count, products.c.name, products.c.price_minor)
-        .where(products.c.id.in_(sorted(product_ids)), products.c.archived_at.is_(None))
-        .order_by(products.c.id)
-    )
-    # FOR NO KEY UPDATE, the lock the stock's UPDATE takes: unlike FOR UPDATE, it does not
-    # wait for the key-share locks other batches' order lines take on the product (their
-    # foreign key), which would make two batches wait on each other in a cycle.
-    locked = query.with_for_update(key_share=True)
-    rows = (await conn.execute(locked if lock else query)).all()
+    """The active products among ``product_ids`` as stock to take from (see
+    ``repository.stock_of``)."""
+    rows = await repository.stock_of(conn, product_ids, lock=lock)
     return {row.id: _Stock(row.inventory_count, row.name, row.price_minor) for row in rows}
 
 
@@ -294,20 +283,8 @@ async def _keys(
     conn: Executor, keyed: list[idempotency.KeyedRequest], *, lock: bool
 ) -> dict[tuple[str, str], Any]:
     """The rows the batch's keys already have, by (scope, key) (``lock``: locked until the
-    commit, in key order). A key without a row gets one with its outcome (``_store_outcomes``)."""
-    if not keyed:
-        return {}
-    wanted = {(k.scope, k.key) for k in keyed}
-    query = (  # two plain IN lists: cheaper to run than a list of pairs; the pairs are sifted
-        select(keys)
-        .where(
-            keys.c.scope.in_(sorted({scope for scope, _ in wanted})),
-            keys.c.key.in_(sorted({key for _, key in wanted})),
-        )
-        .order_by(keys.c.scope, keys.c.key)
-    )
-    rows = (await conn.execute(query.with_for_update() if lock else query)).all()
-    return {(row.scope, row.key): row for row in rows if (row.scope, row.key) in wanted}
+    commit, in key order). A key without a row gets one with its outcome (``_key_outcomes``)."""
+    return await repository.key_rows(conn, {(k.scope, k.key) for k in keyed}, lock=lock)
 
 
 def _same_keys(read: dict[tuple[str, str], Any], locked: dict[tuple[str, str], Any]) -> bool:
@@ -317,14 +294,6 @@ def _same_keys(read: dict[tuple[str, str], Any], locked: dict[tuple[str, str], A
     return read.keys() == locked.keys() and all(
         state(row) == state(locked[key]) for key, row in read.items()
     )
-
-
-async def _take_stock(conn: Executor, stock: dict[str, _Stock]) -> None:
-    """The batch's stock change: one decrement per product, its rows locked already."""
-    taken = [{"product": pid, "units": s.taken} for pid, s in sorted(stock.items()) if s.taken]
-    await execute_many(conn, _TAKE_STOCK, taken)
-    if taken:
-        await freshness.touch(conn, freshness.STOCK)
 
 
 async def _claim_keys(
@@ -348,10 +317,7 @@ async def _claim_keys(
         }
         for k in sorted(keyed, key=lambda k: (k.scope, k.key))
     ]
-    inserted = await insert_returning(
-        conn, keys, claims, conflict=["scope", "key"], returning=["scope", "key"]
-    )
-    return {(scope, key) for scope, key in inserted}
+    return await repository.claim_keys(conn, claims)
 
 
 def _key_outcomes(
@@ -373,43 +339,6 @@ def _key_outcomes(
         values.update(fingerprint=keyed.fingerprint, locked_at=now, created_at=created_at)
         rows.append({"scope": keyed.scope, "key": keyed.key, **values})
     return rows
-
-
-_KEY_OUTCOME = (
-    *("fingerprint", "state", "locked_at", "created_at"),
-    *("response_status", "response_headers", "response_body"),
-)
-_STORE_OUTCOME = (
-    update(keys)
-    .where(keys.c.scope == bindparam("match_scope"), keys.c.key == bindparam("match_key"))
-    .values({name: bindparam(f"new_{name}") for name in _KEY_OUTCOME})
-)
-
-
-async def _store_keys(
-    conn: Executor, outcomes: list[dict[str, Any]], with_row: set[tuple[str, str]]
-) -> None:
-    """The keys' rows: updated where one exists (claimed by this batch, or found), inserted
-    where none does (a new key on SQLite)."""
-    changed = [
-        {
-            **{f"new_{name}": row[name] for name in _KEY_OUTCOME},
-            "match_scope": row["scope"],
-            "match_key": row["key"],
-        }
-        for row in outcomes
-        if (row["scope"], row["key"]) in with_row
-    ]
-    await execute_many(conn, _STORE_OUTCOME, changed)
-    new = [row for row in outcomes if (row["scope"], row["key"]) not in with_row]
-    await insert_rows(conn, keys, new)
-
-
-_TAKE_STOCK = (
-    update(products)
-    .where(products.c.id == bindparam("product"))
-    .values(inventory_count=products.c.inventory_count - bindparam("units"))
-)
 
 
 def _key_of(request: OrderRequest) -> tuple[str, str] | None:

@@ -1,4 +1,5 @@
-"""Queries for orders, their lines, and the stock they reserve."""
+"""Queries for orders, their lines, the stock they reserve, and the ``Idempotency-Key`` rows
+placed with them (the order desk's statements: ``placement.py`` decides, these write)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, bindparam, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.storage import freshness
-from commerce_api.storage.db import Executor, insert_rows
+from commerce_api.storage.db import Executor, execute_many, insert_returning, insert_rows
+from commerce_api.storage.tables import idempotency_keys as keys
 from commerce_api.storage.tables import order_items, orders, products
 
 
@@ -119,3 +121,112 @@ async def pending_created_before(
         .limit(limit)
     )
     return list((await conn.execute(query)).all())
+
+
+# --- the order desk's batch (placement.py) -----------------------------------------------------
+
+
+async def stock_of(conn: Executor, product_ids: set[str], *, lock: bool) -> list[Row[Any]]:
+    """The stock, name and price of the active products among ``product_ids``, in id order
+    (``lock``: locked until the commit — PostgreSQL; SQLite's write transaction already
+    excludes every other writer)."""
+    if not product_ids:
+        return []
+    query = (
+        select(products.c.id, products.c.inventory_count, products.c.name, products.c.price_minor)
+        .where(products.c.id.in_(sorted(product_ids)), products.c.archived_at.is_(None))
+        .order_by(products.c.id)
+    )
+    # FOR NO KEY UPDATE, the lock the stock's UPDATE takes: unlike FOR UPDATE, it does not
+    # wait for the key-share locks other batches' order lines take on the product (their
+    # foreign key), which would make two batches wait on each other in a cycle.
+    locked = query.with_for_update(key_share=True)
+    return list((await conn.execute(locked if lock else query)).all())
+
+
+_TAKE_STOCK = (
+    update(products)
+    .where(products.c.id == bindparam("product"))
+    .values(inventory_count=products.c.inventory_count - bindparam("units"))
+)
+
+
+async def take_stock(conn: Executor, taken: Sequence[tuple[str, int]]) -> None:
+    """Take ``(product_id, units)`` from stock: one decrement per product, in one executemany
+    (the rows locked already)."""
+    await execute_many(conn, _TAKE_STOCK, [{"product": pid, "units": n} for pid, n in taken])
+    if taken:
+        await freshness.touch(conn, freshness.STOCK)
+
+
+async def key_rows(
+    conn: Executor, wanted: set[tuple[str, str]], *, lock: bool
+) -> dict[tuple[str, str], Any]:
+    """The ``Idempotency-Key`` rows of these ``(scope, key)`` pairs that exist, by pair
+    (``lock``: locked until the commit, in key order)."""
+    if not wanted:
+        return {}
+    query = (  # two plain IN lists: cheaper to run than a list of pairs; the pairs are sifted
+        select(keys)
+        .where(
+            keys.c.scope.in_(sorted({scope for scope, _ in wanted})),
+            keys.c.key.in_(sorted({key for _, key in wanted})),
+        )
+        .order_by(keys.c.scope, keys.c.key)
+    )
+    rows = (await conn.execute(query.with_for_update() if lock else query)).all()
+    return {(row.scope, row.key): row for row in rows if (row.scope, row.key) in wanted}
+
+
+async def claim_keys(conn: Executor, claims: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """Insert these key rows where none exists yet (``ON CONFLICT DO NOTHING``, in the given
+    order); the ``(scope, key)`` pairs inserted."""
+    if not claims:
+        return set()
+    inserted = await insert_returning(
+        conn, keys, claims, conflict=["scope", "key"], returning=["scope", "key"]
+    )
+    return {(scope, key) for scope, key in inserted}
+
+
+_KEY_OUTCOME = (
+    *("fingerprint", "state", "locked_at", "created_at"),
+    *("response_status", "response_headers", "response_body"),
+)
+_STORE_OUTCOME = (
+    update(keys)
+    .where(keys.c.scope == bindparam("match_scope"), keys.c.key == bindparam("match_key"))
+    .values({name: bindparam(f"new_{name}") for name in _KEY_OUTCOME})
+)
+
+
+async def store_key_outcomes(
+    conn: Executor, outcomes: Sequence[Mapping[str, Any]], with_row: set[tuple[str, str]]
+) -> None:
+    """The keys' rows with their outcomes: updated where one exists (``with_row``: claimed by
+    the batch, or found), inserted where none does (a new key on SQLite)."""
+    changed = [
+        {
+            **{f"new_{name}": row[name] for name in _KEY_OUTCOME},
+            "match_scope": row["scope"],
+            "match_key": row["key"],
+        }
+        for row in outcomes
+        if (row["scope"], row["key"]) in with_row
+    ]
+    await execute_many(conn, _STORE_OUTCOME, changed)
+    new = [row for row in outcomes if (row["scope"], row["key"]) not in with_row]
+    await insert_rows(conn, keys, new)
+
+
+# The batch's savepoint (PostgreSQL): its decisions are undone if the locked rows differ.
+async def begin_savepoint(conn: Executor) -> None:
+    await conn.exec_driver_sql("SAVEPOINT placement")
+
+
+async def rollback_to_savepoint(conn: Executor) -> None:
+    await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
+
+
+async def release_savepoint(conn: Executor) -> None:
+    await conn.exec_driver_sql("RELEASE SAVEPOINT placement")
