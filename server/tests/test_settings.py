@@ -166,3 +166,52 @@ def test_settings_are_frozen() -> None:
     settings = load()
     with pytest.raises(ValidationError):
         settings.environment = "production"  # type: ignore[misc]
+
+
+def test_serves_http_limits_have_their_defaults() -> None:
+    settings = load()
+    assert settings.http_header_timeout_seconds == 10
+    assert settings.http_body_timeout_seconds == 30
+    assert settings.http_keep_alive_seconds == 5
+    assert settings.http_max_connections == 10_000
+    assert settings.http_max_requests_per_client == 64
+    assert settings.http_max_header_bytes == 64 * 1024
+    assert settings.trusted_proxies == ()
+
+
+def test_trusted_proxies_are_comma_separated_addresses_or_networks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COMMERCE_TRUSTED_PROXIES", " 127.0.0.1, ::1,10.0.0.0/8 ,")
+    assert load().trusted_proxies == ("127.0.0.1", "::1", "10.0.0.0/8")
+    monkeypatch.setenv("COMMERCE_TRUSTED_PROXIES", "*")
+    assert load().trusted_proxies == ("*",)
+    monkeypatch.setenv("COMMERCE_TRUSTED_PROXIES", "")
+    assert load().trusted_proxies == ()
+
+
+@pytest.mark.parametrize("raw", ["nginx", "127.0.0.1,proxy.internal", "10.0.0.0/33", "*,10.0.0.1"])
+def test_trusted_proxies_that_are_not_addresses_are_refused(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("COMMERCE_TRUSTED_PROXIES", raw)
+    with pytest.raises(ValidationError) as info:
+        load()
+    assert "trusted_proxies" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("COMMERCE_HTTP_HEADER_TIMEOUT_SECONDS", "61"),  # granian's header timeout tops at 60 s
+        ("COMMERCE_HTTP_KEEP_ALIVE_SECONDS", "-1"),
+        ("COMMERCE_HTTP_MAX_REQUESTS_PER_CLIENT", "0"),
+        ("COMMERCE_HTTP_MAX_HEADER_BYTES", "100"),
+    ],
+)
+def test_http_limits_out_of_range_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        load()

@@ -73,9 +73,9 @@ class Settings(BaseSettings):
     http_max_requests_per_client: int = Field(default=64, ge=1)
     # A request head (request line and headers) larger than this is answered 431.
     http_max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
-    # Addresses or networks (comma-separated, e.g. `127.0.0.1,::1` or `10.0.0.0/8`) whose
-    # X-Forwarded-For and X-Forwarded-Proto are believed. Empty: no one's; the client address is
-    # the connection's.
+    # Addresses or networks (comma-separated, e.g. `127.0.0.1,::1` or `10.0.0.0/8`; `*` for any,
+    # where only the proxy can reach the server) whose X-Forwarded-For and X-Forwarded-Proto are
+    # believed. Empty: no one's; the client address is the connection's.
     trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
     # `off` removes /metrics (it answers 404 like any unknown route).
     metrics: Literal["on", "off"] = "on"
@@ -100,6 +100,8 @@ class Settings(BaseSettings):
     @field_validator("trusted_proxies")
     @classmethod
     def _check_proxies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if value == ("*",):  # granian's catch-all: only where nothing but the proxy reaches us
+            return value
         for proxy in value:
             try:
                 ipaddress.ip_network(proxy, strict=False)

@@ -216,14 +216,16 @@ class ServerGuardMiddleware:
         head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         head += sum([len(name) + len(value) for name, value in scope["headers"]])
         if head + _HEADER_LINE_OVERHEAD * len(scope["headers"]) > self.max_header_bytes:
-            await self._refuse(scope, send, HEADERS_TOO_LARGE, _headers_too_large(self))
+            closing = [(b"connection", b"close")]
+            await self._refuse(scope, send, HEADERS_TOO_LARGE, self._headers_too_large(), closing)
             return
         client = scope.get("client")
         address = client[0] if client else ""
         in_flight = self.in_flight
         count = in_flight.get(address, 0)
         if count >= self.max_requests_per_client:
-            await self._refuse(scope, send, 503, _client_busy(self))
+            retry = [(b"retry-after", str(BUSY_RETRY_AFTER_SECONDS).encode())]
+            await self._refuse(scope, send, 503, self._client_busy(), retry)
             return
         in_flight[address] = count + 1
         try:
@@ -265,30 +267,26 @@ class ServerGuardMiddleware:
         if timed_out and not started:
             message = f"The request body did not arrive within {self.body_timeout:g} seconds."
             body = error_body("invalid_request", message, "body")
-            await send_json(send, REQUEST_TIMEOUT, body, [(b"connection", b"close")])
+            await self._refuse(scope, send, REQUEST_TIMEOUT, body, [(b"connection", b"close")])
 
     @staticmethod
     async def _refuse(
-        scope: Scope, send: Send, status: int, body: tuple[bytes, list[tuple[bytes, bytes]]]
+        scope: Scope, send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
     ) -> None:
-        content, headers = body
-        headers = [*headers, (b"x-request-id", context(scope).request_id.encode())]
-        await send_json(send, status, content, headers)
+        request_id = context(scope).request_id.encode()
+        await send_json(send, status, body, [*headers, (b"x-request-id", request_id)])
 
+    def _headers_too_large(self) -> bytes:
+        message = (
+            f"The request's head (its request line and headers) is larger than "
+            f"{self.max_header_bytes} bytes."
+        )
+        return error_body("invalid_request", message, "headers")
 
-def _headers_too_large(guard: ServerGuardMiddleware) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    message = (
-        f"The request's head (its request line and headers) is larger than "
-        f"{guard.max_header_bytes} bytes."
-    )
-    return error_body("invalid_request", message, "headers"), [(b"connection", b"close")]
-
-
-def _client_busy(guard: ServerGuardMiddleware) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-    message = (
-        f"This client already has {guard.max_requests_per_client} requests in progress. Retry "
-        f"after {BUSY_RETRY_AFTER_SECONDS} second(s) (see the Retry-After header), or send fewer "
-        "requests at once."
-    )
-    headers = [(b"retry-after", str(BUSY_RETRY_AFTER_SECONDS).encode())]
-    return error_body("rate_limited", message, "client"), headers
+    def _client_busy(self) -> bytes:
+        message = (
+            f"This client already has {self.max_requests_per_client} requests in progress. "
+            f"Retry after {BUSY_RETRY_AFTER_SECONDS} second(s) (see the Retry-After header), or "
+            "send fewer requests at once."
+        )
+        return error_body("rate_limited", message, "client")
