@@ -330,14 +330,12 @@ class FastLane:
     ) -> dict[str, Any]:
         """The endpoint's arguments, as FastAPI would give them for the plain valid form of the
         request; ``_Unserved`` for any other form. ``headers``: the request's, when the caller
-        has already read them (``_headers``)."""
+        has already read them (``_place_order``)."""
         parsed = route.query(scope.get("query_string", b""))
         if parsed is None:
             raise _Unserved
         shared, fresh = parsed
         arguments = dict(shared)  # the parsed query is memoised and shared: never fill it in
-        for parameter in fresh:
-            arguments[parameter.name] = parameter.default()
         if headers is None:
             headers = request_headers(scope)
         if headers is None or (route.body is None and declares_body(headers)):
@@ -362,6 +360,8 @@ class FastLane:
             arguments[route.request_name] = Request(scope, receive)
         if route.body_name is not None:
             arguments[route.body_name] = body
+        for parameter in fresh:  # last: a default factory runs only for a request served here
+            arguments[parameter.name] = parameter.default()
         return arguments
 
     def _answer(
