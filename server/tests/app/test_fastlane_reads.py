@@ -6,7 +6,8 @@ What it promises, checked here:
   answered by the fast lane, with the status, envelope and headers the full stack gives;
 - the query parameters it takes are those FastAPI's route takes, with the same values; what
   the route refuses goes to the full stack, which names the problem;
-- a parameter left out gets FastAPI's default: a ``default_factory`` is called per request.
+- a parameter left out gets FastAPI's default: a ``default_factory`` is called per request;
+- a path is matched by the route's template as Starlette's routing matches it.
 
 ``app.fast_lane = None`` sends every request to the full stack, to compare.
 """
@@ -21,11 +22,12 @@ import httpx
 import pytest
 from fastapi import APIRouter, FastAPI, Query
 from starlette.responses import Response
+from starlette.routing import Match, Route
 
 from commerce_api.app.fastlane import FastLane
 from commerce_api.core.pagination import Limit
 from commerce_api.http.dependencies import Services
-from commerce_api.http.routing import StrictRoute, json_response, served_first
+from commerce_api.http.routing import StrictRoute, json_response, path_pattern, served_first
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
 from tests.conftest import make_settings
@@ -257,3 +259,34 @@ async def test_a_left_out_parameter_gets_fastapis_default_afresh_each_request() 
             else:  # the factory is called for each request, as FastAPI calls it
                 assert given[0]["stamp"] != given[1]["stamp"]
                 assert seen[0]["stamp"] != seen[1]["stamp"]
+
+
+# --- paths --------------------------------------------------------------------------------------
+
+TEMPLATES = ["/v1/products", "/v1/products/{id}", "/v1/orders/{id}/cancel", "/a.b/{x}-{y:str}"]
+PATHS = [
+    "/v1/products",
+    "/v1/products/",
+    "/v1/products/prod_1",
+    "/v1/products/prod_1/",
+    "/v1/products/a/b",
+    "/v1/products/x\x00",
+    "/v1/products/café",
+    "/v1/orders/ord_1/cancel",
+    "/v1/orders//cancel",
+    "/a.b/1-2",
+    "/aXb/1-2",
+    "/a.b/1-2-3",
+]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_a_path_is_matched_as_starlettes_routing_matches_it(template: str) -> None:
+    pattern = path_pattern(template)
+    route = Route(template, json_response)
+    for path in PATHS:
+        match, child = route.matches({"type": "http", "path": path, "method": "GET"})
+        found = pattern.match(path)
+        assert (found is not None) == (match is Match.FULL), path
+        if found is not None:
+            assert found.groupdict() == child["path_params"], path
