@@ -59,9 +59,44 @@ async def test_only_data_version_is_asked_while_nothing_is_committed(
     assert first.catalog is not None
     statements.clear()
     for _ in range(100):
+        await next_step()
         assert track.known() is first
         assert await track.current() is first
-    assert statements == ["PRAGMA data_version"] * 200  # the stamps were not read again
+    # once per loop step (shared by its calls), and the stamps were not read again
+    assert statements == ["PRAGMA data_version"] * 100
+
+
+async def next_step() -> None:
+    """Let the event loop start its next step, as the next request's arrival would."""
+    await asyncio.sleep(0)
+
+
+async def test_one_loop_step_asks_once_and_what_is_queued_after_asks_again(
+    database: str, tracker: tuple[freshness.SQLiteTracker, list[str]]
+) -> None:
+    """Every call of one loop step shares its answer: each was queued before the answer was
+    asked, so nothing it was sent after can have committed later. A callback queued after the
+    ask (a request read after it) asks again and sees what committed in between."""
+    track, statements = tracker
+    first = await track.current()
+    await next_step()
+    statements.clear()
+    assert track.known() is first
+    bump(database, freshness.CATALOG, "in-between")
+    assert track.known() is first  # the same step: called for a request queued before
+    assert statements == ["PRAGMA data_version"]
+    seen: list[freshness.Versions | None] = []
+    loop = asyncio.get_running_loop()
+    arrived = loop.create_future()
+
+    async def later_request() -> None:
+        seen.append(track.known() or await track.current())
+        arrived.set_result(None)
+
+    loop.call_soon(lambda: loop.create_task(later_request()))
+    await arrived
+    assert seen[0] is not None
+    assert seen[0].catalog == "in-between"
 
 
 async def test_a_commit_by_another_connection_is_seen_by_the_next_call(
@@ -71,10 +106,12 @@ async def test_a_commit_by_another_connection_is_seen_by_the_next_call(
     await track.current()
     for round_ in range(20):
         bump(database, freshness.AUTH, f"auth-{round_}")
+        await next_step()
         versions = await track.current()
         assert versions is not None
         assert versions.auth == f"auth-{round_}"
         bump(database, freshness.CATALOG, f"catalog-{round_}")
+        await next_step()
         versions = await track.current()
         assert versions is not None
         assert versions.catalog == f"catalog-{round_}"
@@ -110,6 +147,7 @@ async def test_a_commit_that_touches_no_stamp_moves_data_version_once(
         "VALUES ('unrelated', 'x', '2026-01-01 00:00:00.000000')"
     )
     conn.close()
+    await next_step()
     statements.clear()
     again = await track.current()
     assert again is not None
@@ -120,6 +158,9 @@ async def test_a_commit_that_touches_no_stamp_moves_data_version_once(
     assert statements == ["PRAGMA data_version"] * 2 + [freshness._SELECT_STAMPS]
     statements.clear()
     assert track.known() is again
+    assert statements == []  # the step's answer, shared
+    await next_step()
+    assert track.known() is again
     assert statements == ["PRAGMA data_version"]
 
 
@@ -129,6 +170,7 @@ async def test_a_commit_seen_by_known_is_read_by_current(
     track, _ = tracker
     first = await track.current()
     bump(database, freshness.AUTH, "changed")
+    await next_step()
     assert track.known() is None  # changed: current() reads the stamps again
     versions = await track.current()
     assert versions is not None
@@ -156,6 +198,7 @@ async def test_the_tracker_never_keeps_a_checkpoint_from_emptying_the_wal(
     track, _ = tracker
     await track.current()
     bump(database, freshness.AUTH, "before-the-checkpoint")
+    await next_step()
     assert track.known() is None
     assert await track.current() is not None
     assert track.known() is not None
@@ -169,6 +212,7 @@ async def test_the_tracker_refuses_a_thread_other_than_its_own(
     rather than shown stamps that are not known to be current."""
     track, _ = tracker
     await track.current()
+    await next_step()  # not the answer shared by this step: the thread must ask
     errors: list[BaseException] = []
 
     def elsewhere() -> None:
