@@ -219,6 +219,8 @@ def test_environment_file_example() -> None:
         "COMMERCE_WEBHOOK_POLL_SECONDS",
     }
     assert not (missing & known), sorted(missing & known)
+    # nginx on the same host is the one proxy whose X-Forwarded-For is believed.
+    assert settings.trusted_proxies == ("127.0.0.1", "::1")
 
 
 # --- docker compose ----------------------------------------------------------------------
@@ -278,6 +280,9 @@ def test_compose_settings_are_real_and_identical_in_every_process() -> None:
     assert first["COMMERCE_DATABASE_URL"].startswith("postgresql://")
     assert first["COMMERCE_REDIS_URL"].startswith("redis://redis:")
     assert first["COMMERCE_SECRET_KEY"].startswith("${COMMERCE_SECRET_KEY:?")
+    # nginx's X-Forwarded-For is believed; the replicas publish no port for anyone else.
+    assert first["COMMERCE_TRUSTED_PROXIES"] == "*"
+    assert "FORWARDED_ALLOW_IPS" not in _environment(services["api"]), "uvicorn's, not ours"
 
 
 def test_dockerfile() -> None:
@@ -345,6 +350,12 @@ def test_nginx_site_structure(site: Path) -> None:
     assert headers.get("X-Forwarded-Proto") == "$scheme", headers
     assert headers.get("Host") == "$host", headers
     assert "proxy_pass http://commerce_api;" in text
+    # An idle upstream connection is dropped by nginx before the instance closes it (5 s).
+    (timeout,) = re.findall(r"keepalive_timeout\s+(\d+)s;", upstream)
+    assert int(timeout) < Settings.model_fields["http_keep_alive_seconds"].default
+    # Connections per client: granian cannot count them, nginx does.
+    (zone,) = re.findall(r"limit_conn_zone\s+\$binary_remote_addr\s+zone=(\w+):", text)
+    assert re.search(rf"limit_conn\s+{zone}\s+\d+;", text)
     (metrics,) = _blocks(text, r"location\s+=\s+/metrics")
     assert "deny all;" in metrics
     assert re.search(r"allow\s+127\.0\.0\.1;", metrics)
