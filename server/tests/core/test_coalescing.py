@@ -1,4 +1,5 @@
-"""Rounds: one send serves every caller that joined before it was sent, and only those."""
+"""Request coalescing: one send serves every caller that joined before it was sent, and only
+those — ``Rounds`` with one result for all, ``RequestBatcher`` with a result each."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 
 import pytest
 
-from commerce_api.core.coalescing import Rounds
+from commerce_api.core.coalescing import RequestBatcher, Rounds
 
 
 class Recorder:
@@ -74,3 +75,93 @@ async def test_a_cancelled_caller_does_not_cancel_the_round() -> None:
         await leaving
     recorder.gate.set()
     assert await staying == (1, 1)
+
+
+# --- RequestBatcher: a result per caller --------------------------------------------------------
+
+
+class Sender:
+    """A send that records its batches, answers each arg in upper case (an exception for
+    ``"bad"``), and can be held open."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.started = asyncio.Event()
+
+    async def send(self, args: list[str]) -> list[str | BaseException]:
+        self.batches.append(list(args))
+        self.started.set()
+        await self.gate.wait()
+        return [ValueError(arg) if arg == "bad" else arg.upper() for arg in args]
+
+
+async def test_each_caller_gets_its_own_result_from_one_shared_send() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(sender.send)
+    assert await asyncio.gather(*(batcher.submit(x) for x in "abc")) == ["A", "B", "C"]
+    assert sender.batches == [["a", "b", "c"]]
+
+
+async def test_an_exception_for_one_caller_is_raised_to_that_caller_alone() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(sender.send)
+    results = await asyncio.gather(
+        batcher.submit("a"), batcher.submit("bad"), batcher.submit("c"), return_exceptions=True
+    )
+    assert results[0] == "A"
+    assert results[2] == "C"
+    assert isinstance(results[1], ValueError)
+    assert sender.batches == [["a", "bad", "c"]]
+
+
+async def test_callers_arriving_during_a_send_form_the_next_batch_up_to_max_batch() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(sender.send, max_batch=2)
+    sender.gate.clear()
+    first = asyncio.create_task(batcher.submit("a"))
+    await sender.started.wait()
+    later = [asyncio.create_task(batcher.submit(x)) for x in "bcde"]
+    await asyncio.sleep(0)
+    sender.gate.set()
+    assert [await first, *[await task for task in later]] == ["A", "B", "C", "D", "E"]
+    assert sender.batches == [["a"], ["b", "c"], ["d", "e"]]
+
+
+async def test_callers_with_one_exclusive_key_never_share_a_batch() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(sender.send, exclusive=lambda x: x[0])
+    results = await asyncio.gather(*(batcher.submit(x) for x in ("k1", "j1", "k2", "k3")))
+    assert results == ["K1", "J1", "K2", "K3"]
+    assert sender.batches == [["k1", "j1"], ["k2"], ["k3"]]
+
+
+async def test_a_cancelled_caller_s_arg_stays_in_its_batch_for_the_others() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(sender.send)
+    sender.gate.clear()
+    leaving = asyncio.create_task(batcher.submit("leaves"))
+    staying = asyncio.create_task(batcher.submit("stays"))
+    await sender.started.wait()
+    leaving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    sender.gate.set()
+    assert await staying == "STAYS"
+    assert sender.batches == [["leaves", "stays"]]
+
+
+async def test_close_waits_for_what_was_submitted() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(sender.send)
+    sender.gate.clear()
+    task = asyncio.create_task(batcher.submit("a"))
+    await sender.started.wait()
+    closing = asyncio.create_task(batcher.close())
+    await asyncio.sleep(0)
+    assert not closing.done()
+    sender.gate.set()
+    await closing
+    assert task.done()
+    assert task.result() == "A"

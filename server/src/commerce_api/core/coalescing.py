@@ -1,24 +1,119 @@
-"""Rounds: one round trip shared by every caller that arrived before it was sent.
+"""Request coalescing: callers that arrive while a batch is in flight form the next batch.
 
-A network read per request (the change stamps on PostgreSQL) or a counter bump per request
-(the rate limit in Redis) costs a round trip and, in Python, ~50-100 µs of client code each.
-Under load, most of them are waiting at the same moment. :class:`Rounds` runs the operation in
-*rounds*: a caller joins the round that has not been sent yet, and a round is sent as soon as
-the previous one has returned. So each caller's answer comes from a round trip that *started
-after the caller arrived* — exactly what its own round trip would have seen (a commit that
-finished before the caller arrived is in it) — while one round trip serves all of them.
+A commit per write (the order desk, the webhook outcomes), a network read per request (the
+change stamps on PostgreSQL) or a counter bump per request (the rate limit in Redis) each cost a
+round trip and, in Python, ~50-100 µs of client code. Under load, most of them are waiting at
+the same moment. :class:`RequestBatcher` sends them in batches: a caller joins the batch that
+has not been sent yet, and a batch is sent as soon as the previous one has returned. So each
+caller's answer comes from a send that *started after the caller arrived* — exactly what its
+own would have seen (a commit that finished before the caller arrived is in it) — while one
+send serves all of them, and the batch grows with the load.
 
-Latency: at most two round trips (the one in flight when the caller came, then its own).
+Latency: at most two sends (the one in flight when the caller came, then its own).
+
+- :class:`RequestBatcher`: a result per caller; optionally at most ``max_batch`` callers per
+  batch, and callers with the same ``exclusive`` key in separate batches
+  (``storage.group_commit`` builds the write transactions on it).
+- :class:`Rounds`: the same, when a batch has one result for all its callers (a read).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
-T = TypeVar("T")  # what one round returns
-A = TypeVar("A")  # what one caller brings to the round
+A = TypeVar("A")  # what one caller brings to the batch
+R = TypeVar("R")  # what one caller gets back
+T = TypeVar("T")  # what one round returns, for all its callers
+
+Send = Callable[[list[A]], Awaitable[Sequence[R | BaseException]]]
+
+
+class RequestBatcher(Generic[A, R]):
+    """``await batcher.submit(arg)``: ``arg`` joins the next batch, and ``send(args)`` returns
+    one outcome per arg, in order: a result, or an exception that is raised to that caller
+    alone. If ``send`` raises, every caller of the batch gets the error."""
+
+    def __init__(
+        self,
+        send: Send[A, R],
+        *,
+        max_batch: int | None = None,
+        exclusive: Callable[[A], Hashable | None] | None = None,
+        name: str = "request-batcher",
+    ) -> None:
+        self._send = send
+        self._max_batch = max_batch
+        self._exclusive = exclusive
+        self._name = name
+        self._pending: list[tuple[A, asyncio.Future[R]]] = []
+        self._runner: asyncio.Task[None] | None = None
+
+    async def submit(self, arg: A) -> R:
+        """``arg``'s outcome, from the first batch sent after it arrived that has room for it."""
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((arg, future))
+        if self._runner is None:
+            self._runner = asyncio.create_task(self._drain(), name=self._name)
+        # A caller that is cancelled cancels only its own future: its arg stays in its batch
+        # (it may already be written), and the batch serves the others.
+        return await future
+
+    async def close(self) -> None:
+        """Wait until the args already submitted have been sent."""
+        if self._runner is not None:
+            await asyncio.shield(self._runner)
+
+    def _next_batch(self) -> list[tuple[A, asyncio.Future[R]]]:
+        if self._max_batch is None and self._exclusive is None:
+            everyone, self._pending = self._pending, []
+            return everyone
+        batch: list[tuple[A, asyncio.Future[R]]] = []
+        later: list[tuple[A, asyncio.Future[R]]] = []
+        seen: set[Hashable] = set()
+        for waiting in self._pending:
+            key = None if self._exclusive is None else self._exclusive(waiting[0])
+            full = self._max_batch is not None and len(batch) >= self._max_batch
+            if full or (key is not None and key in seen):
+                later.append(waiting)
+                continue
+            if key is not None:
+                seen.add(key)
+            batch.append(waiting)
+        self._pending = later
+        return batch
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch = self._next_batch()
+                try:
+                    outcomes: Sequence[R | BaseException] = await self._send(
+                        [arg for arg, _ in batch]
+                    )
+                except Exception as exc:
+                    outcomes = [exc] * len(batch)
+                except BaseException as exc:  # cancelled at shutdown: nobody is left waiting
+                    for _, future in batch:
+                        _settle(future, exc)
+                    raise
+                for (_, future), outcome in zip(batch, outcomes, strict=True):
+                    _settle(future, outcome)
+        finally:
+            self._runner = None
+            for _, future in self._pending:  # only after a cancellation: nobody will send them
+                _settle(future, RuntimeError(f"{self._name} stopped"))
+            self._pending.clear()
+
+
+def _settle(future: asyncio.Future[R], outcome: R | BaseException) -> None:
+    if future.done():  # its caller was cancelled
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 class Rounds(Generic[A, T]):
@@ -28,39 +123,12 @@ class Rounds(Generic[A, T]):
 
     def __init__(self, send: Callable[[list[A]], Awaitable[T]]) -> None:
         self._send = send
-        self._next: list[A] = []
-        self._next_result: asyncio.Future[T] | None = None
-        self._runner: asyncio.Task[None] | None = None
+        self._batcher: RequestBatcher[A, tuple[T, int]] = RequestBatcher(self._round, name="rounds")
 
     async def join(self, arg: A) -> tuple[T, int]:
         """The round's result, and this caller's index among the round's args."""
-        if self._next_result is None:
-            self._next_result = asyncio.get_running_loop().create_future()
-        index = len(self._next)
-        self._next.append(arg)
-        result = self._next_result
-        if self._runner is None:
-            self._runner = asyncio.create_task(self._run(), name="rounds")
-        # Not cancelled with one caller: the round serves the others.
-        return await asyncio.shield(result), index
+        return await self._batcher.submit(arg)
 
-    async def _run(self) -> None:
-        try:
-            while self._next_result is not None:
-                args, self._next = self._next, []
-                result, self._next_result = self._next_result, None
-                try:
-                    value = await self._send(args)
-                except Exception as exc:
-                    if not result.done():
-                        result.set_exception(exc)
-                else:
-                    if not result.done():
-                        result.set_result(value)
-        finally:
-            self._runner = None
-            if self._next_result is not None and not self._next_result.done():
-                # Only after a cancellation (the loop is closing): nobody will send this round.
-                self._next_result.set_exception(RuntimeError("rounds stopped"))
-                self._next_result = None
-                self._next = []
+    async def _round(self, args: list[A]) -> list[tuple[T, int]]:
+        result = await self._send(args)
+        return [(result, index) for index in range(len(args))]

@@ -17,17 +17,17 @@ to commit. One commit per request caps writes at a few hundred a second whatever
   two requests with one ``Idempotency-Key`` are decided one after the other.
 
 One batch is in flight per process at a time; several processes (or machines) each run their
-own, serialised by the database's locks as any other writers.
+own, serialised by the database's locks as any other writers. The queue is
+``core.coalescing.RequestBatcher``'s; this module adds the transaction around each batch.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from commerce_api.core.coalescing import RequestBatcher
 from commerce_api.storage.db import Database, Executor
 
 logger = logging.getLogger("commerce_api.storage.db")
@@ -37,12 +37,6 @@ ResultT = TypeVar("ResultT")
 MAX_BATCH = 256
 
 RunBatch = Callable[[Executor, list[ItemT]], Awaitable[list[ResultT]]]
-
-
-@dataclass(slots=True)
-class _Waiting(Generic[ItemT, ResultT]):
-    item: ItemT
-    future: asyncio.Future[ResultT]
 
 
 class GroupCommit(Generic[ItemT, ResultT]):
@@ -58,85 +52,36 @@ class GroupCommit(Generic[ItemT, ResultT]):
         returns one result per item, in order; it must not commit or roll back."""
         self._db = db
         self._run_batch = run_batch
-        self._exclusive = exclusive
-        self._max_batch = max_batch
-        self._pending: list[_Waiting[ItemT, ResultT]] = []
-        self._runner: asyncio.Task[None] | None = None
+        self._batcher: RequestBatcher[ItemT, ResultT] = RequestBatcher(
+            self._commit, max_batch=max_batch, exclusive=exclusive, name="group-commit"
+        )
         self.batches = 0  # for tests and the benchmark: how many commits carried the items
         self.items = 0
 
     async def submit(self, item: ItemT) -> ResultT:
         """``item``'s result once its batch is committed (or the batch's error, raised)."""
-        future: asyncio.Future[ResultT] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Waiting(item, future))
-        if self._runner is None:
-            self._runner = asyncio.create_task(self._drain(), name="group-commit")
-        # Not cancelled with the caller: its item may already be written or committed.
-        return await asyncio.shield(future)
+        return await self._batcher.submit(item)
 
     async def close(self) -> None:
         """Finish the items already submitted."""
-        if self._runner is not None:
-            await asyncio.shield(self._runner)
+        await self._batcher.close()
 
-    def _next_batch(self) -> list[_Waiting[ItemT, ResultT]]:
-        batch: list[_Waiting[ItemT, ResultT]] = []
-        later: list[_Waiting[ItemT, ResultT]] = []
-        seen: set[Hashable] = set()
-        for waiting in self._pending:
-            key = self._exclusive(waiting.item)
-            if len(batch) >= self._max_batch or (key is not None and key in seen):
-                later.append(waiting)
-                continue
-            if key is not None:
-                seen.add(key)
-            batch.append(waiting)
-        self._pending = later
-        return batch
-
-    async def _drain(self) -> None:
-        try:
-            while self._pending:
-                batch = self._next_batch()
-                try:
-                    outcomes = await self._commit(batch)
-                except BaseException as exc:  # cancelled at shutdown: nobody is left waiting
-                    for waiting in batch:
-                        _settle(waiting.future, exc)
-                    raise
-                for waiting, outcome in zip(batch, outcomes, strict=True):
-                    _settle(waiting.future, outcome)
-        finally:
-            self._runner = None
-            for waiting in self._pending:  # only after a cancellation: nobody will run them
-                _settle(waiting.future, RuntimeError("the writer stopped"))
-            self._pending.clear()
-
-    async def _commit(self, batch: list[_Waiting[ItemT, ResultT]]) -> list[ResultT | BaseException]:
+    async def _commit(self, batch: list[ItemT]) -> list[ResultT | BaseException]:
         """Each item's result, or the exception that stopped it."""
         ran = False
         try:
             async with self._db.write_batch() as conn:
-                results = await self._run_batch(conn, [waiting.item for waiting in batch])
+                results = await self._run_batch(conn, batch)
                 ran = True
         except Exception as exc:
             if ran or len(batch) == 1:
                 logger.exception("a batch of %d writes failed; none of it was kept", len(batch))
                 return [exc] * len(batch)
             # Before the commit: nothing was kept. Each item alone, so one fails only itself.
-            return [outcome for waiting in batch for outcome in await self._commit([waiting])]
+            return [outcome for item in batch for outcome in await self._commit([item])]
         finally:
             self.batches += 1
             self.items += len(batch)
         if len(results) != len(batch):
             raise RuntimeError(f"{len(results)} results for a batch of {len(batch)}")
         return list(results)
-
-
-def _settle(future: asyncio.Future[ResultT], outcome: ResultT | BaseException) -> None:
-    if future.done():
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
