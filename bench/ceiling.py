@@ -1,13 +1,17 @@
 """The ceiling app: the smallest ASGI app that answers with the same bytes as the service.
 
-``make bench`` serves it with the same server (uvicorn, one worker) and reports every figure of
-the real service as a ratio to it. ``GET /v1/products/<id>`` answers the bytes of the file named
-by BENCH_CEILING_DETAIL, every other path those of BENCH_CEILING_LIST.
+``make bench`` serves it with the same server as ``commerce-api serve`` (granian, one worker,
+the very options ``cli.granian_options`` gives it) and reports every figure of the real
+service as a ratio to it. ``GET /v1/products/<id>`` answers the bytes of the file named by
+BENCH_CEILING_DETAIL, every other path those of BENCH_CEILING_LIST.
+
+Run as ``python -m bench.ceiling PORT`` from the repository root.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,3 +32,17 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     headers, body = DETAIL if scope["path"].startswith("/v1/products/") else LIST
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def main(port: int) -> None:
+    from granian import Granian
+
+    from commerce_api.cli import granian_options
+    from commerce_api.settings import Settings
+
+    options = granian_options(Settings(log_level="warning"), "127.0.0.1", port, 1)
+    Granian("bench.ceiling:app", **{**options, "factory": False}).serve()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

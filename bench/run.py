@@ -145,7 +145,7 @@ def pinned(cpu: int, command: list[str]) -> list[str]:
 
 
 def _with_children(pid: int) -> list[int]:
-    """A process and its children (uvicorn may fork workers)."""
+    """A process and its children (granian runs each worker in a child process)."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
     return [pid, *(int(p) for p in children.read_text().split())] if children.exists() else [pid]
 
@@ -439,8 +439,8 @@ def measure_service(
 
     port = free_port()
     ceiling_port = free_port()
-    ceiling = [str(BIN / "uvicorn"), "bench.ceiling:app", "--port", str(ceiling_port)]
-    ceiling += ["--no-access-log", "--log-level", "warning"]
+    # The same server as `serve`, with the same options (bench/ceiling.py).
+    ceiling = [sys.executable, "-m", "bench.ceiling", str(ceiling_port)]
     ceiling_env = {
         **env,
         "BENCH_CEILING_LIST": str(work / "list.json"),

@@ -44,7 +44,8 @@ from tests.webhooks.test_webhook_delivery_processes import (
 
 pytestmark = pytest.mark.slow
 
-# docs/design.md: uvicorn's graceful period (10 s) plus the dispatcher's (5 s) bound the exit.
+# cli.GRACEFUL_SHUTDOWN_SECONDS (14 s: requests in flight, then the dispatcher's 5 s) bounds
+# the exit.
 EXIT_WITHIN_SECONDS = 15.0
 LOAD_REQUESTS = 200
 LOAD_CONCURRENCY = 20
@@ -81,7 +82,7 @@ async def test_the_server_log_never_contains_a_key_a_webhook_secret_or_a_signatu
     invalid_key = "sk_sandbox_" + "Q" * 32
     live_key = "sk_live_" + "Z" * 32
     secrets = [key, admin_key, invalid_key, live_key]
-    # Debug level: uvicorn, httpx and SQLAlchemy log all they can, and all of it is checked.
+    # Debug level: granian, httpx and SQLAlchemy log all they can, and all of it is checked.
     settings = {
         "COMMERCE_DATABASE_URL": sqlite_database_url,
         "COMMERCE_LOG_LEVEL": "debug",
@@ -209,11 +210,11 @@ async def test_sigterm_finishes_accepted_requests_and_deliveries_then_exits_0(
     """Under load, with slow webhook deliveries in flight, SIGTERM to ``serve``:
 
     * every request whose headers were on the wire before the signal gets its response: its
-      connection had been accepted (uvicorn keeps accepting until its main loop notices the
-      signal, up to 0.1 s later), so it is in flight and uvicorn lets it finish. Requests sent
+      connection had been accepted (granian's worker keeps accepting until the signal reaches
+      it from the main process), so it is in flight and granian lets it finish. Requests sent
       after the signal may be refused once the listener closes — that is allowed, so they are
       not checked;
-    * the process exits with code 0 within the bound (uvicorn's 10 s + the dispatcher's 5 s);
+    * the process exits with code 0 within the bound (cli.GRACEFUL_SHUTDOWN_SECONDS);
     * no delivery is left claimed: attempts in flight finished (the receiver takes 1 s, less
       than the dispatcher's grace) and anything else claimed was released.
     """

@@ -51,7 +51,7 @@ def _check_demo_server(server: Server, *, fresh_catalogue: bool) -> None:
         assert response.status_code == 200, response.text
         assert response.headers["content-type"].startswith("application/json")
         assert response.headers["x-request-id"].startswith("req_")
-        # The answer the pipeline finished, sent as serve's protocol sends a whole response.
+        # The answer the pipeline finished, framed by granian from its Content-Length.
         assert int(response.headers["content-length"]) == len(response.content)
         assert response.headers["x-content-type-options"] == "nosniff"
         assert int(response.headers["x-ratelimit-remaining"]) < int(

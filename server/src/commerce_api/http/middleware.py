@@ -174,6 +174,8 @@ def _content_length(scope: Scope) -> int | None:
 BUSY_RETRY_AFTER_SECONDS = 1
 REQUEST_TIMEOUT = 408
 HEADERS_TOO_LARGE = 431
+# Methods whose requests the app never reads a body of (a catalogue read skips the deadline).
+_WITHOUT_BODY = frozenset({"GET", "HEAD"})
 # Each header line's ": " and CRLF, which ASGI's (name, value) pairs leave out.
 _HEADER_LINE_OVERHEAD = 4
 
@@ -229,7 +231,10 @@ class ServerGuardMiddleware:
             return
         in_flight[address] = count + 1
         try:
-            await self._with_body_deadline(scope, receive, send)
+            if scope["method"] in _WITHOUT_BODY:  # no body to wait for: no deadline to keep
+                await self.app(scope, receive, send)
+            else:
+                await self._with_body_deadline(scope, receive, send)
         finally:
             left = in_flight[address] - 1
             if left:
