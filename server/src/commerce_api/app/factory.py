@@ -1,4 +1,5 @@
-"""The ASGI application: ``create_app()`` builds it from settings (a uvicorn factory)."""
+"""The ASGI application: ``create_app()`` builds it from settings (``serve`` runs it inside
+``cli.served_app``, granian's factory)."""
 
 from __future__ import annotations
 
@@ -174,7 +175,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         try:
             yield
         finally:
-            # Runs after uvicorn has finished the requests in flight (or given up on them).
+            # Runs after granian has finished the requests in flight (or given up on them).
             if isinstance(app, CommerceAPI):
                 app.fast_lane = None
             if dispatcher is not None and dispatching is not None:
