@@ -1072,7 +1072,7 @@ async def test_deliveries_to_one_receiver_reuse_kept_alive_connections(
         await world.order()
         assert await drain(dispatcher) == 1
     assert len(receiver.requests("/hook")) == 5
-    assert dispatcher._http.connections_opened == 1
+    assert dispatcher._sender.connections_opened == 1
 
 
 async def test_a_slow_endpoint_does_not_hold_up_a_fast_one(

@@ -1,5 +1,6 @@
 """The dispatcher: claims due deliveries from the outbox, POSTs them signed, records the
-outcome, and schedules retries (what an outcome means, and when to retry, is ``policy.py``).
+outcome, and schedules retries (what an outcome means, and when to retry, is ``policy.py``;
+how one delivery is signed and POSTed, ``sender.py``).
 
 Any number of dispatchers may run against one database (inside ``serve`` processes, or alone as
 ``commerce-api worker``); they coordinate only through their claims on delivery rows (see
@@ -22,28 +23,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
 from sqlalchemy.engine import Row
 
 from commerce_api.core.ids import new_id
-from commerce_api.core.timestamps import format_timestamp, utcnow
+from commerce_api.core.timestamps import utcnow
 from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_outcome
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.group_commit import GroupCommit
-from commerce_api.webhooks.http_client import HTTPClient, ReceiverError
 from commerce_api.webhooks.policy import (
     GONE_REASON,
     AttemptOutcome,
     disable_reason,
     endpoint_verdicts,
-    is_success,
     judge_attempt,
 )
 from commerce_api.webhooks.repository import attempts, endpoints, outbox
-from commerce_api.webhooks.signing import signature_header
-from commerce_api.webhooks.url_policy import UnsafeURL, resolve
+from commerce_api.webhooks.sender import Sender, event_body
 
 logger = logging.getLogger("commerce_api.webhooks")
 
@@ -63,13 +60,10 @@ CLAIM_BATCH = 100
 ACCOUNT_SHARE = CONCURRENCY - CLAIM_BATCH
 # After a claim that found less than it asked for, the next waits at least this long.
 CLAIM_INTERVAL_SECONDS = 0.02
-USER_AGENT = "CommerceAPI-Webhooks/1"
 # On shutdown, attempts in flight get this long to finish before they are abandoned (their
 # deliveries are released and become due again: a receiver may then see one twice, as
 # at-least-once delivery allows).
 STOP_GRACE_SECONDS = 5.0
-_ERROR_LENGTH = 500
-SECRET_CACHE_SIZE = 10_000  # decrypted endpoint secrets kept by a dispatcher (see _decrypt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +99,7 @@ class Dispatcher:
         timeout = settings.webhook_timeout_seconds
         # A claim outlives the slowest possible attempt by a wide margin.
         self.lease = timedelta(seconds=3 * timeout + 30)
-        # Connections are kept alive per destination (address and host name): see http_client.
-        self._http = HTTPClient(user_agent=USER_AGENT, max_idle_per_destination=CONCURRENCY)
-        self._secrets: dict[str, str] = {}  # see _decrypt
+        self._sender = Sender(settings, secret_box, max_idle_per_destination=CONCURRENCY)
         self._stopping = asyncio.Event()
         self._busy: Counter[str] = Counter()  # attempts in flight per account
         # Finished attempts are recorded in batches: one transaction and one commit for all
@@ -161,7 +153,7 @@ class Dispatcher:
                 await asyncio.gather(*in_flight, return_exceptions=True)
                 await self._records.close()
                 await self._release()
-                await self._http.aclose()
+                await self._sender.aclose()
                 logger.info("webhook dispatcher stopped")
 
     def stop(self) -> None:
@@ -240,17 +232,10 @@ class Dispatcher:
             await self._finish(event_id, endpoint_id, {})
             return
 
-        body = orjson.dumps(
-            {
-                "id": event.id,
-                "type": event.type,
-                "created_at": format_timestamp(event.created_at),
-                "data": event.data,
-            }
-        ).decode()
+        body = event_body(event)
         attempted_at = utcnow()
         started = time.perf_counter()
-        status_code, error = await self._post(endpoint, event.id, body, attempted_at)
+        status_code, error = await self._sender.post(endpoint, event.id, body, attempted_at)
         duration_ms = round((time.perf_counter() - started) * 1000)
         outcome = judge_attempt(
             status_code=status_code,
@@ -355,63 +340,6 @@ class Dispatcher:
                 {**values, "updated_at": utcnow()},
                 attempted=False,
             )
-
-    def _signing_secrets(self, endpoint: Any, now: datetime) -> list[str]:
-        signing = [self._decrypt(endpoint.secret_encrypted)]
-        expires = endpoint.previous_secret_expires_at
-        if endpoint.previous_secret_encrypted and expires is not None and expires > now:
-            signing.append(self._decrypt(endpoint.previous_secret_encrypted))
-        return signing
-
-    def _decrypt(self, token: str) -> str:
-        """A stored secret, decrypted once per ciphertext (a rotation stores a new one), not
-        once per attempt: Fernet's check and decryption were a twentieth of the CPU of an
-        attempt."""
-        secret = self._secrets.get(token)
-        if secret is None:
-            if len(self._secrets) >= SECRET_CACHE_SIZE:
-                self._secrets.clear()
-            secret = self._secrets[token] = self.secret_box.decrypt(token)
-        return secret
-
-    async def _post(
-        self, endpoint: Any, message_id: str, body: str, attempted_at: datetime
-    ) -> tuple[int | None, str | None]:
-        """One POST; returns (status code, error). The receiver's body is never stored (it is
-        read, up to a limit, only so that the connection can carry the next attempt)."""
-        try:
-            target = await resolve(
-                endpoint.url, allow_private=self.settings.allow_private_webhook_urls
-            )
-        except UnsafeURL as exc:
-            return None, f"Refused receiver URL: {exc}"[:_ERROR_LENGTH]
-        headers = (
-            ("content-type", "application/json"),
-            ("webhook-id", message_id),
-            ("webhook-timestamp", str(int(attempted_at.timestamp()))),
-            (
-                "webhook-signature",
-                signature_header(
-                    self._signing_secrets(endpoint, attempted_at), message_id, attempted_at, body
-                ),
-            ),
-        )
-        try:
-            # Bounds the attempt as a whole (connecting, sending, the answer), so a receiver
-            # that trickles its answer cannot hold a slot (or outlive the claim).
-            async with asyncio.timeout(self.settings.webhook_timeout_seconds):
-                # To the address that was checked, not to whatever DNS says next (the Host
-                # header and TLS still name the URL's host).
-                status_code = await self._http.post(
-                    target.url, target.address, headers, body.encode()
-                )
-        except TimeoutError:
-            return None, "Timed out."
-        except (OSError, ReceiverError) as exc:
-            return None, f"{type(exc).__name__}: {exc}"[:_ERROR_LENGTH] or type(exc).__name__
-        if is_success(status_code):
-            return status_code, None
-        return status_code, f"HTTP {status_code}"
 
 
 async def stop_dispatcher(
