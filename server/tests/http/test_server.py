@@ -7,15 +7,19 @@ a raw socket, as a slow or hostile client would meet it.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from granian.constants import HTTPModes, Interfaces
+from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api.cli import granian_options
+from commerce_api.http.middleware import ServerGuardMiddleware
 from commerce_api.settings import Settings
 from tests.server_process import RunningServer, running_server
 
@@ -55,6 +59,95 @@ def test_keep_alive_zero_turns_it_off_and_the_head_timeout_stands_alone() -> Non
     )
     assert options["http1_settings"].keep_alive is False
     assert options["http1_settings"].header_read_timeout == 2500
+
+
+# --- the guard in process: what its real-socket tests (tests/cli/test_serve_guards.py) rely on --
+
+
+def _scope(method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None) -> Scope:
+    return {
+        "type": "http",
+        "method": method,
+        "path": "/v1/orders",
+        "raw_path": b"/v1/orders",
+        "query_string": b"",
+        "headers": headers or [(b"host", b"x")],
+        "client": ("192.0.2.1", 5000),
+    }
+
+
+async def _call(guard: ServerGuardMiddleware, scope: Scope, receive: Receive) -> list[Message]:
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await guard(scope, receive, send)
+    return sent
+
+
+def _guard(app: Any, **limits: Any) -> ServerGuardMiddleware:
+    options = {"max_header_bytes": 1024, "max_requests_per_client": 2, "body_timeout": 0.05}
+    return ServerGuardMiddleware(app, **{**options, **limits})
+
+
+async def _never(*_: Any) -> Message:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+async def test_a_failed_request_leaves_the_client_no_request_in_flight() -> None:
+    async def failing(scope: Scope, receive: Receive, send: Send) -> None:
+        raise RuntimeError("boom")
+
+    guard = _guard(failing)
+    with pytest.raises(RuntimeError):
+        await _call(guard, _scope(), _never)
+    assert guard.in_flight == {}
+
+
+async def test_the_head_counted_is_the_path_and_every_header_line() -> None:
+    async def ok(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    # 10 bytes of path, one header of 4 + 1000 + 4 (": " and CRLF): 1018.
+    fits = [(b"x-ab", b"v" * 1000)]
+    guard = _guard(ok, max_header_bytes=1018)
+    assert (await _call(guard, _scope(headers=fits), _never))[0]["status"] == 204
+    guard = _guard(ok, max_header_bytes=1017)
+    refused = await _call(guard, _scope(headers=fits), _never)
+    assert refused[0]["status"] == 431
+
+
+async def test_a_body_past_its_deadline_is_answered_408_not_by_the_app() -> None:
+    async def reading(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await receive()
+        finally:
+            await send({"type": "http.response.start", "status": 499, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+    sent = await _call(_guard(reading), _scope("POST"), _never)
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [408]
+    assert (b"connection", b"close") in sent[0]["headers"]
+
+
+async def test_what_follows_a_whole_body_has_no_deadline() -> None:
+    messages = iter([{"type": "http.request", "body": b"{}", "more_body": False}])
+
+    async def receive() -> Message:
+        message = next(messages, None)
+        if message is None:
+            await asyncio.sleep(0.1)  # longer than the body deadline, then the client leaves
+            return {"type": "http.disconnect"}
+        return message
+
+    async def listening(scope: Scope, receive: Receive, send: Send) -> None:
+        assert (await receive())["body"] == b"{}"
+        assert (await receive())["type"] == "http.disconnect"
+
+    assert await _call(_guard(listening), _scope("POST"), receive) == []
 
 
 @pytest.fixture(scope="module")
