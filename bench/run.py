@@ -20,6 +20,13 @@ second, counted by the receiver over ``--duration`` seconds (less if the backlog
 last), are reported as a ratio to the orders per second of the same run: at least 1 means one
 process delivers as fast as it sells.
 
+Before and after: ``--baseline DIR`` names another checkout of this repository with its own
+installed venv (``DIR/.venv/bin/commerce-api``), say the commit before a change. Its ``serve``
+runs beside ours (same settings, same database; pinned alike) and each read, the create-order
+row and the flash sale's rows are measured again on it, in rounds alternating with ours, as
+``before: <scenario>`` rows; ``x before`` is our req/s over its (``x before by CPU``: its CPU
+per request over ours).
+
 Results: bench/results/latest.{json,md,png} (``--output`` names them), rewritten after each
 backend and size, so an interrupted run keeps what it measured.
 """
@@ -57,6 +64,8 @@ POSTGRES_ADMIN_URL = os.environ.get(
     "COMMERCE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 REDIS_URL = os.environ.get("COMMERCE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+# The name of a scenario measured on the ``--baseline`` checkout: "before: " + ours.
+BEFORE = "before: "
 CATEGORIES = ["books", "electronics", "apparel", "home", "toys", "grocery", "garden", "sport"]
 
 # A fresh key per request, and per wrk run (the warm-up and each round start their counters
@@ -256,21 +265,6 @@ class Target:
     lua: str = ""
 
 
-def measure(
-    scenario: Scenario,
-    url: str,
-    headers: dict[str, str],
-    pid: int,
-    args: argparse.Namespace,
-    lua: str = "",
-    **placement: Any,
-) -> Scenario:
-    """A warm-up, then ``args.rounds`` wrk runs of ``url`` into ``scenario``, each with the
-    server's memory; ``placement``: wrk's ``threads`` and ``cpu``."""
-    measure_side_by_side([Target(scenario, url, headers, pid, lua)], args, **placement)
-    return scenario
-
-
 def measure_side_by_side(targets: list[Target], args: argparse.Namespace, **placement: Any) -> None:
     """Each target warmed up, then ``args.rounds`` rounds of one wrk run per target in turn: a
     scenario and its ceiling measured seconds apart, so that a machine whose speed drifts
@@ -378,6 +372,29 @@ def bench_database(backend: str, path: Path) -> Iterator[str]:
         asyncio.run(drop_database(database_name))
 
 
+def baseline_cli(args: argparse.Namespace) -> str:
+    """The ``--baseline`` checkout's ``commerce-api``."""
+    return str(Path(args.baseline) / ".venv" / "bin" / "commerce-api")
+
+
+def baseline_env(env: dict[str, str]) -> dict[str, str]:
+    """Our server's environment for the baseline's: the same settings and database, its own
+    Redis key prefix, and no PYTHONPATH that could lend it our code."""
+    before = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    if "COMMERCE_REDIS_KEY_PREFIX" in before:
+        before["COMMERCE_REDIS_KEY_PREFIX"] = f"commerce-bench-before-{secrets.token_hex(4)}:"
+    return before
+
+
+def baseline_commit(directory: str) -> str:
+    """The commit checked out in ``directory`` ("" if git cannot tell)."""
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        command = ["git", "-C", directory, "log", "-1", "--format=%h"]
+        out = subprocess.run(command, capture_output=True, text=True, check=True)  # noqa: S603
+        return out.stdout.strip()
+    return ""
+
+
 def bench_backend(
     backend: str, products: int, args: argparse.Namespace, work: Path
 ) -> list[Scenario]:
@@ -429,15 +446,21 @@ def measure_service(
         command = [str(BIN / "commerce-api"), "serve", "--port", str(port), "--no-dispatcher"]
         return process(pinned(0, command), {**env, **extra}, port)
 
+    def serve_before(port: int, **extra: str) -> AbstractContextManager[int | None]:
+        """The baseline's ``serve`` beside ours (None without ``--baseline``)."""
+        if args.baseline is None:
+            return contextlib.nullcontext()
+        command = [baseline_cli(args), "serve", "--port", str(port), "--no-dispatcher"]
+        return process(pinned(0, command), {**baseline_env(env), **extra}, port)
+
     def target(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> Target:
         scenario = Scenario(backend, products, name, url.split(":", 2)[2].split("/", 1)[1])
         scenarios.append(scenario)
         return Target(scenario, url, headers, pid, lua)
 
-    def run(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> None:
-        measure_side_by_side([target(name, url, headers, pid, lua)], args)
-
     port = free_port()
+    before_port = free_port()
+    before_base = f"http://127.0.0.1:{before_port}"
     ceiling_port = free_port()
     # The same server as `serve`, with the same options (bench/ceiling.py).
     ceiling = [sys.executable, "-m", "bench.ceiling", str(ceiling_port)]
@@ -448,9 +471,15 @@ def measure_service(
         "PYTHONPATH": str(ROOT),
     }
     ceiling_base = f"http://127.0.0.1:{ceiling_port}"
-    with process(pinned(1, receiver), env, receiver_port), serve(port) as pid:
+    with (
+        process(pinned(1, receiver), env, receiver_port),
+        serve(port) as pid,
+        serve_before(before_port) as before_pid,
+    ):
         base = f"http://127.0.0.1:{port}"
         wait_for_snapshot(base, auth, reads[1][1])
+        if before_pid is not None:
+            wait_for_snapshot(before_base, auth, reads[1][1])
         (work / "list.json").write_bytes(httpx.get(base + reads[0][1], headers=auth).content)
         (work / "detail.json").write_bytes(httpx.get(base + reads[3][1], headers=auth).content)
         # The ceiling app serves beside the service (each idle while the other is loaded): a
@@ -464,17 +493,43 @@ def measure_service(
             )
             for name, path in reads:
                 ceiling_target = detail_ceiling if path == reads[3][1] else list_ceiling
-                measure_side_by_side([target(name, base + path, auth, pid), ceiling_target], args)
+                targets = [target(name, base + path, auth, pid)]
+                if before_pid is not None:  # rounds: ours, the baseline's, the ceiling's
+                    targets.append(target(BEFORE + name, before_base + path, auth, before_pid))
+                measure_side_by_side([*targets, ceiling_target], args)
         endpoint = {"url": receiver_url + "/hook", "events": ["order.created"]}
         httpx.post(base + "/v1/webhook_endpoints", headers=auth, json=endpoint).raise_for_status()
-        run("create order", base + "/v1/orders", auth, pid, script)
+        orders = [target("create order", base + "/v1/orders", auth, pid, script)]
+        if before_pid is not None:  # the same database; the script's keys are its own
+            before_script = order_script(work / "orders-before.lua", [product_id], "cus_bench")
+            orders.append(
+                target(
+                    BEFORE + "create order",
+                    before_base + "/v1/orders",
+                    auth,
+                    before_pid,
+                    before_script,
+                )
+            )
+        measure_side_by_side(orders, args)
     with process(pinned(1, receiver), env, receiver_port):
         scenarios.append(drain_outbox(backend, products, env, receiver_url, args, database_url))
     port = free_port()
-    with serve(port, COMMERCE_RATE_LIMIT_ENABLED="false") as pid:
+    before_port = free_port()
+    before_base = f"http://127.0.0.1:{before_port}"
+    off = "false"
+    with (
+        serve(port, COMMERCE_RATE_LIMIT_ENABLED=off) as pid,
+        serve_before(before_port, COMMERCE_RATE_LIMIT_ENABLED=off) as before_pid,
+    ):
         base = f"http://127.0.0.1:{port}"
         wait_for_snapshot(base, auth, reads[1][1])
-        run("list, first page, rate limiter off", base + reads[0][1], auth, pid)
+        name = "list, first page, rate limiter off"
+        targets = [target(name, base + reads[0][1], auth, pid)]
+        if before_pid is not None:
+            wait_for_snapshot(before_base, auth, reads[1][1])
+            targets.append(target(BEFORE + name, before_base + reads[0][1], auth, before_pid))
+        measure_side_by_side(targets, args)
 
     return scenarios
 
@@ -505,14 +560,28 @@ def bench_flash_sale(backend: str, args: argparse.Namespace, work: Path) -> list
         command += ["--workers", str(args.flash_sale_workers), "--no-dispatcher"]
         headers = {"Authorization": f"Bearer {key}"}
         scenarios: list[Scenario] = []
+        before_port = free_port()
+        before: AbstractContextManager[int | None] = contextlib.nullcontext()
+        if args.baseline is not None:  # the same database and Redis, its own key prefix
+            before_command = [baseline_cli(args), "serve", "--port", str(before_port)]
+            before_command += command[command.index("--workers") :]
+            before = process(before_command, baseline_env(env), before_port)
         with process(command, env, port) as pid:
             url = f"http://127.0.0.1:{port}/v1/orders"
-            for name, products in ((HOT, [hot]), (SPREAD, ids)):
-                script = order_script(work / "flash.lua", products, "cus_flash")
-                scenario = Scenario(backend, 1000, name, "/v1/orders")
-                scenarios.append(
-                    measure(scenario, url, headers, pid, args, script, threads=2, cpu=None)
-                )
+            # The baseline's processes idle while ours are loaded, and ours while its are.
+            with before as before_pid:
+                for name, products in ((HOT, [hot]), (SPREAD, ids)):
+                    script = order_script(work / "flash.lua", products, "cus_flash")
+                    scenario = Scenario(backend, 1000, name, "/v1/orders")
+                    scenarios.append(scenario)
+                    targets = [Target(scenario, url, headers, pid, script)]
+                    if before_pid is not None:
+                        lua = order_script(work / "flash-before.lua", products, "cus_flash")
+                        twin = Scenario(backend, 1000, BEFORE + name, "/v1/orders")
+                        scenarios.append(twin)
+                        before_url = f"http://127.0.0.1:{before_port}/v1/orders"
+                        targets.append(Target(twin, before_url, headers, before_pid, lua))
+                    measure_side_by_side(targets, args, threads=2, cpu=None)
             exact = asyncio.run(sell_out(f"http://127.0.0.1:{port}", key, sell_out_id))
         SELL_OUT_RESULTS.append(f"{backend}: {exact}")
         return scenarios
@@ -672,25 +741,57 @@ def wait_for_snapshot(base: str, auth: dict[str, str], probe: str) -> None:
 
 def ceiling_of(scenario: Scenario, scenarios: list[Scenario]) -> Scenario | None:
     """What a scenario is measured against: the ceiling app answering the same bytes; for the
-    delivery scenario, the orders per second of the same run."""
-    if scenario.name.startswith("deliver"):
-        ceiling_name = "create order"
-    elif scenario.name == HOT:
-        ceiling_name = SPREAD
-    elif scenario.name == SPREAD:
+    delivery scenario, the orders per second of the same run; for the hot flash-sale row, the
+    spread row. A ``before:`` row's: the same ceiling app, or the ``before:`` twin of the row."""
+    twin = BEFORE if scenario.name.startswith(BEFORE) else ""
+    name = scenario.name.removeprefix(BEFORE)
+    if name.startswith("deliver"):
+        ceiling_name = twin + "create order"
+    elif name == HOT:
+        ceiling_name = twin + SPREAD
+    elif name == SPREAD:
         return None
-    elif "by id" in scenario.name:
+    elif "by id" in name:
         ceiling_name = "ceiling: product bytes"
     else:
         ceiling_name = "ceiling: list page bytes"
+    return _named(ceiling_name, scenario, scenarios)
+
+
+def _named(name: str, scenario: Scenario, scenarios: list[Scenario]) -> Scenario | None:
+    """The scenario called ``name`` of the same backend and catalogue size as ``scenario``."""
     for other in scenarios:
         if (other.backend, other.products, other.name) == (
             scenario.backend,
             scenario.products,
-            ceiling_name,
+            name,
         ):
             return other
     return None
+
+
+def before_of(scenario: Scenario, scenarios: list[Scenario]) -> Scenario | None:
+    """The same scenario measured on the ``--baseline`` checkout, if it was."""
+    if scenario.name.startswith(BEFORE) or "ceiling" in scenario.name:
+        return None
+    return _named(BEFORE + scenario.name, scenario, scenarios)
+
+
+def ratio_to_before(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
+    """Our req/s over the baseline's (medians): above 1, the change made it faster."""
+    before = before_of(scenario, scenarios)
+    if before is None:
+        return None
+    return scenario.median("requests_per_second") / before.median("requests_per_second")
+
+
+def cpu_ratio_to_before(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
+    """The baseline's CPU per request over ours (medians): above 1, the change saves CPU."""
+    before = before_of(scenario, scenarios)
+    if before is None:
+        return None
+    mine, theirs = scenario.median("cpu_us"), before.median("cpu_us")
+    return theirs / mine if mine and theirs else None
 
 
 def ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float | None:
@@ -705,7 +806,8 @@ def cpu_ratio_to_ceiling(scenario: Scenario, scenarios: list[Scenario]) -> float
     """The ceiling's CPU per request over the scenario's (medians): the ratio req/s would
     show if each had the CPU to itself — what a busy machine cannot blur."""
     ceiling = ceiling_of(scenario, scenarios)
-    if ceiling is None or "ceiling" in scenario.name or scenario.name.startswith("deliver"):
+    name = scenario.name.removeprefix(BEFORE)
+    if ceiling is None or "ceiling" in name or name.startswith("deliver"):
         return None
     mine, theirs = scenario.median("cpu_us"), ceiling.median("cpu_us")
     return theirs / mine if mine and theirs else None
@@ -723,15 +825,21 @@ def ratio_spread(scenario: Scenario, scenarios: list[Scenario]) -> tuple[float, 
 
 
 def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool = True) -> None:
+    baseline = args.baseline is not None
     lines = [
         f"Interpreter: {platform.python_implementation()} {platform.python_version()} "
         f"({sys.executable}); {os.cpu_count()} CPUs; wrk -t1 -c{args.connections}; "
         f"{args.rounds} rounds x {args.duration} s; server pinned to CPU 0, wrk to CPU 1",
         "",
         "| backend | products | scenario | req/s median (min-max) | p50 ms | p99 ms "
-        "| x ceiling median (min-max) | CPU µs/request | x ceiling by CPU | RSS MB | non-2xx |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| x ceiling median (min-max) | CPU µs/request | x ceiling by CPU "
+        + ("| x before | x before by CPU " if baseline else "")
+        + "| RSS MB | non-2xx |",
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if baseline else ""),
     ]
+    if baseline:
+        commit = baseline_commit(args.baseline)
+        lines[0] += f"; baseline {args.baseline}" + (f" at {commit}" if commit else "")
     for s in scenarios:
         low, high = s.spread("requests_per_second")
         ratio = ratio_to_ceiling(s, scenarios)
@@ -745,7 +853,13 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
             f"{s.median('p50_ms'):.2f} | {s.median('p99_ms'):.2f} | "
             f"{shown} | "
             f"{s.median('cpu_us'):.1f} | {_optional(cpu_ratio_to_ceiling(s, scenarios))} | "
-            f"{s.median('rss_mb'):.0f} | {sum(r.non_2xx for r in s.runs)} |"
+            + (
+                f"{_optional(ratio_to_before(s, scenarios))} | "
+                f"{_optional(cpu_ratio_to_before(s, scenarios))} | "
+                if baseline
+                else ""
+            )
+            + f"{s.median('rss_mb'):.0f} | {sum(r.non_2xx for r in s.runs)} |"
         )
     lines += [
         "",
@@ -757,6 +871,14 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
         "receiver that answers in 1 ms; its ratio is to the create-order row (x orders/s), "
         "not to a ceiling.",
     ]
+    if baseline:
+        lines += [
+            "",
+            "`before:` rows: the same scenario on the baseline checkout's `serve` (same settings, "
+            "same database), measured in rounds alternating with ours; x before is our req/s "
+            "over its (medians), x before by CPU its CPU µs/request over ours: above 1, this "
+            "code is faster.",
+        ]
     hot = {s.backend: s for s in scenarios if s.name == HOT}
     if hot:
         lines += [
@@ -793,6 +915,14 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
                         "ratio_to_ceiling": ratio_to_ceiling(s, scenarios),
                         "ratio_to_ceiling_spread": ratio_spread(s, scenarios),
                         "cpu_ratio_to_ceiling": cpu_ratio_to_ceiling(s, scenarios),
+                        **(
+                            {
+                                "ratio_to_before": ratio_to_before(s, scenarios),
+                                "cpu_ratio_to_before": cpu_ratio_to_before(s, scenarios),
+                            }
+                            if baseline
+                            else {}
+                        ),
                     }
                     for s in scenarios
                 ],
@@ -848,9 +978,22 @@ def main() -> None:
         "--suites", default="reads,flash-sale", help="reads (per catalogue size), flash-sale"
     )
     parser.add_argument("--flash-sale-workers", type=int, default=2, help="serve --workers")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="another checkout with its venv installed (make -C DIR install): its serve is "
+        "measured beside ours, as 'before:' rows",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("make bench needs wrk: `sudo apt-get install wrk` (Debian/Ubuntu).")
+    if args.baseline is not None:
+        args.baseline = str(Path(args.baseline).resolve())
+        if not os.access(baseline_cli(args), os.X_OK):
+            sys.exit(
+                f"--baseline {args.baseline}: no {baseline_cli(args)} "
+                f"(`make -C {args.baseline} install` makes it)."
+            )
     backends = args.backends.split(",")
     if "postgresql" in backends and not postgres_and_redis_available():
         print("PostgreSQL or Redis unreachable: measuring the embedded default only.")
