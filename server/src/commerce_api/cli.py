@@ -210,16 +210,21 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
 
 
 def served_app() -> ASGIApp:
-    """The app as each of ``serve``'s workers runs it (granian's factory target): the routes
-    inside ServerGuardMiddleware, inside granian's proxy-headers wrapper when
-    ``COMMERCE_TRUSTED_PROXIES`` lists any proxy."""
+    """The app as each of ``serve``'s workers runs it (granian's factory target)."""
     from commerce_api.app import create_app
-    from commerce_api.http.middleware import ServerGuardMiddleware
 
     _die_with_parent()
     settings = Settings()
-    app: ASGIApp = ServerGuardMiddleware(
-        create_app(settings),
+    return guarded(create_app(settings), settings)
+
+
+def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
+    """``app`` as ``serve`` runs it: inside ServerGuardMiddleware, inside granian's
+    proxy-headers wrapper when ``COMMERCE_TRUSTED_PROXIES`` lists any proxy."""
+    from commerce_api.http.middleware import ServerGuardMiddleware
+
+    app = ServerGuardMiddleware(
+        app,
         max_header_bytes=settings.http_max_header_bytes,
         max_requests_per_client=settings.http_max_requests_per_client,
         body_timeout=settings.http_body_timeout_seconds,

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from commerce_api.app.factory import create_app
-from commerce_api.observability.metrics import RequestMetrics
+from commerce_api.http.pipeline import RequestObserver
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_attempts, webhook_deliveries
 from commerce_api.webhooks.repository import INTERRUPTED
@@ -354,7 +354,7 @@ async def test_metrics_add_up_every_worker_and_their_directory_is_removed(
                 assert response.status_code == 200
             # Each worker feeds its metrics in batches, at most FLUSH_SECONDS after a request:
             # until a scrape counts all 30 (a poll with a deadline) ...
-            deadline = time.monotonic() + RequestMetrics.FLUSH_SECONDS * 4 + 10
+            deadline = time.monotonic() + RequestObserver.FLUSH_SECONDS * 4 + 10
             while request_count((await http.get("/metrics")).text, "/v1/products") != 30:
                 assert time.monotonic() < deadline, "the workers' requests were never all counted"
                 await asyncio.sleep(0.05)

@@ -1,6 +1,7 @@
 """The request log (``commerce_api.observability.access``): the same lines as the logging
-formatters would write for the same request, batched writes that never split a line, and
-nothing at all when the ``commerce_api.access`` logger is off.
+formatters would write for the same request, batched writes (the request observer's batch,
+``http.pipeline.RequestObserver``) that never split a line, and nothing at all when the
+``commerce_api.access`` logger is off.
 
 stderr is replaced by a fake that records each ``write`` call. Every wait is a bounded poll.
 """
@@ -26,21 +27,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from commerce_api.http.context import RequestContext
-from commerce_api.http.observer import RequestObserver
-from commerce_api.observability import access
-from commerce_api.observability.access import (
-    BATCH_LINES,
-    FLUSH_SECONDS,
-    LOGGER_NAME,
-    MAX_WRITE_BYTES,
-    AccessLog,
-)
+from commerce_api.http.pipeline import RequestObserver
+from commerce_api.observability import AnsweredRequest, access
+from commerce_api.observability.access import LOGGER_NAME, MAX_WRITE_BYTES, AccessLog
 from commerce_api.observability.logging import JsonFormatter, TextFormatter
 
 WAIT_SECONDS = 5.0
 JSON_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 TEXT_TIME = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}")
 TEXT_TIME_LENGTH = len("2026-11-21 08:12:41,123")
+BATCH_SIZE = RequestObserver.BATCH_SIZE
+FLUSH_SECONDS = RequestObserver.FLUSH_SECONDS
 
 
 @dataclass
@@ -74,11 +71,13 @@ def stderr(monkeypatch: pytest.MonkeyPatch) -> FakeStderr:
     return fake
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def access_logger() -> Iterator[logging.Logger]:
-    """The ``commerce_api.access`` logger, its level restored afterwards."""
+    """The ``commerce_api.access`` logger, on (INFO) unless a test says otherwise; its level
+    restored afterwards."""
     logger = logging.getLogger(LOGGER_NAME)
     saved = logger.level
+    logger.setLevel(logging.INFO)
     try:
         yield logger
     finally:
@@ -95,16 +94,25 @@ class Request:
     status: int
     seconds: float
 
-    def record(self, log: AccessLog) -> None:
-        log.record(
-            self.request_id,
-            self.account_id,
-            self.key_id,
+    def answered(self, now: float | None = None) -> AnsweredRequest:
+        """What the request observer hands the log for this request, answered at ``now``."""
+        return (
             self.route,
             self.method,
             self.status,
             self.seconds,
+            time.time() if now is None else now,
+            self.request_id,
+            self.account_id,
+            self.key_id,
         )
+
+    def record(self, observer: RequestObserver) -> None:
+        """Answer it through the observer, as the request pipeline does."""
+        assert self.request_id is not None
+        principal: Any = SimpleNamespace(account_id=self.account_id, key_id=self.key_id)
+        ctx = RequestContext(self.request_id, principal=principal)
+        observer.observe({"method": self.method}, ctx, self.route, self.status, self.seconds)
 
     def log_record(self) -> logging.LogRecord:
         """The record the request log used to go through ``logging`` with (the same message,
@@ -141,8 +149,7 @@ REQUESTS = [
 
 
 def written_one(log: AccessLog, request: Request, stderr: FakeStderr) -> str:
-    request.record(log)
-    log.flush()
+    log.write_many([request.answered()])
     [line] = stderr.lines
     stderr.writes.clear()
     return line
@@ -241,31 +248,31 @@ def test_text_time_is_local_time_like_asctime(stderr: FakeStderr) -> None:
 
 
 async def test_a_few_lines_wait_for_flush(stderr: FakeStderr) -> None:
-    log = AccessLog("json")
+    observer = RequestObserver(None, AccessLog("json"))
     for number in range(3):
-        access_line(number).record(log)
-    assert stderr.writes == [], "fewer than BATCH_LINES lines wait"
-    log.flush()
+        access_line(number).record(observer)
+    assert stderr.writes == [], "fewer than BATCH_SIZE lines wait"
+    observer.flush()
     assert len(stderr.writes) == 1, "one write for the batch"
     assert stderr.writes[0].endswith("\n")
     assert [json.loads(line)["request_id"] for line in stderr.lines] == [
         f"req_{number:024d}" for number in range(3)
     ]
     assert stderr.flushes == 1
-    log.flush()  # nothing left: nothing written
+    observer.flush()  # nothing left: nothing written
     assert len(stderr.writes) == 1
 
 
 async def test_a_few_lines_are_written_by_the_timer(stderr: FakeStderr) -> None:
-    log = AccessLog("json")
+    observer = RequestObserver(None, AccessLog("json"))
     for number in range(2):
-        access_line(number).record(log)
+        access_line(number).record(observer)
     assert stderr.writes == []
     await wait_for_writes(stderr)
     assert len(stderr.writes) == 1
     assert len(stderr.lines) == 2
     # the timer is one-shot: the next line starts a new one
-    access_line(2).record(log)
+    access_line(2).record(observer)
     assert len(stderr.writes) == 1
     await asyncio.sleep(0)
     await wait_for_writes(stderr, 2)
@@ -285,50 +292,50 @@ async def test_the_timer_fires_about_flush_seconds_after_the_first_line(
         return original(delay, callback, *args)
 
     monkeypatch.setattr(loop, "call_later", spy)
-    log = AccessLog("json")
+    observer = RequestObserver(None, AccessLog("json"))
     for number in range(5):
-        access_line(number).record(log)
+        access_line(number).record(observer)
     assert delays == [FLUSH_SECONDS], "one timer per batch, set by its first line"
-    log.flush()
+    observer.flush()
 
 
 async def test_batch_lines_lines_are_written_at_once(stderr: FakeStderr) -> None:
-    log = AccessLog("json")
-    for number in range(BATCH_LINES - 1):
-        access_line(number).record(log)
+    observer = RequestObserver(None, AccessLog("json"))
+    for number in range(BATCH_SIZE - 1):
+        access_line(number).record(observer)
     assert stderr.writes == []
-    timer = log._batch.timer
+    timer = observer._batch.timer
     assert timer is not None
-    access_line(BATCH_LINES - 1).record(log)
-    assert len(stderr.lines) == BATCH_LINES, "written without waiting for the timer"
-    assert log._batch.timer is None, "the timer of the written batch is cancelled"
+    access_line(BATCH_SIZE - 1).record(observer)
+    assert len(stderr.lines) == BATCH_SIZE, "written without waiting for the timer"
+    assert observer._batch.timer is None, "the timer of the written batch is cancelled"
     assert timer.cancelled(), "so it writes nothing more"
     # A sentinel: the next line's timer fires after the cancelled one would have; by then
     # only that line has been written since.
     written = len(stderr.writes)
-    access_line(BATCH_LINES).record(log)
+    access_line(BATCH_SIZE).record(observer)
     await wait_for_writes(stderr, written + 1)
     assert len(stderr.writes) == written + 1
-    assert len(stderr.lines) == BATCH_LINES + 1
+    assert len(stderr.lines) == BATCH_SIZE + 1
 
 
 def test_without_a_running_loop_each_line_is_written_at_once(stderr: FakeStderr) -> None:
-    log = AccessLog("json")
+    observer = RequestObserver(None, AccessLog("json"))
     for number in range(3):
-        access_line(number).record(log)
+        access_line(number).record(observer)
         assert len(stderr.writes) == number + 1
     assert all(write.count("\n") == 1 for write in stderr.writes)
 
 
 async def test_writes_are_at_most_max_write_bytes_and_end_on_a_line(stderr: FakeStderr) -> None:
-    log = AccessLog("json")
+    observer = RequestObserver(None, AccessLog("json"))
     requests = [
         Request(f"req_{n}", "acct_x", "key_x", "/v1/" + "r" * (n * 7 % 300), "GET", 200, 0.001)
-        for n in range(BATCH_LINES - 1)  # one flush: the lines of one batch
+        for n in range(BATCH_SIZE - 1)  # one flush: the lines of one batch
     ]
     for request in requests:
-        request.record(log)
-    log.flush()
+        request.record(observer)
+    observer.flush()
     expected_lines = [json.loads(line)["request_id"] for line in stderr.lines]
     assert expected_lines == [request.request_id for request in requests], "all, in order"
     assert sum(len(write) for write in stderr.writes) > 3 * MAX_WRITE_BYTES
@@ -345,14 +352,14 @@ async def test_writes_are_at_most_max_write_bytes_and_end_on_a_line(stderr: Fake
 
 
 async def test_batches_written_by_count_also_respect_max_write_bytes(stderr: FakeStderr) -> None:
-    log = AccessLog("text")
+    observer = RequestObserver(None, AccessLog("text"))
     requests = [
         Request(f"req_{n}", "acct_x", "key_x", "/v1/" + "q" * (n * 11 % 500), "GET", 200, 0.0)
-        for n in range(BATCH_LINES * 3)
+        for n in range(BATCH_SIZE * 3)
     ]
     for request in requests:
-        request.record(log)
-    assert len(stderr.lines) == BATCH_LINES * 3, "three full batches, written at once"
+        request.record(observer)
+    assert len(stderr.lines) == BATCH_SIZE * 3, "three full batches, written at once"
     for write in stderr.writes:
         assert write.endswith("\n")
         assert len(write.encode()) <= MAX_WRITE_BYTES
@@ -362,7 +369,7 @@ async def test_batches_written_by_count_also_respect_max_write_bytes(stderr: Fak
 
 
 async def test_a_line_longer_than_max_write_bytes_is_written_alone(stderr: FakeStderr) -> None:
-    log = AccessLog("text")
+    observer = RequestObserver(None, AccessLog("text"))
     long_route = "/v1/" + "x" * (MAX_WRITE_BYTES * 2)
     requests = [
         access_line(0),
@@ -371,8 +378,8 @@ async def test_a_line_longer_than_max_write_bytes_is_written_alone(stderr: FakeS
         access_line(2),
     ]
     for request in requests:
-        request.record(log)
-    log.flush()
+        request.record(observer)
+    observer.flush()
     assert len(stderr.writes) == 3
     first, long, last = stderr.writes
     assert first.count("\n") == 2
@@ -388,18 +395,18 @@ def test_a_closed_stderr_does_not_fail_the_request(
     stderr: FakeStderr, error: type[Exception]
 ) -> None:
     stderr.error = error
-    log = AccessLog("json")
-    access_line(0).record(log)  # no running loop: written (or not) at once, without raising
-    log.flush()
+    observer = RequestObserver(None, AccessLog("json"))
+    access_line(0).record(observer)  # no running loop: written (or not) at once, without raising
+    observer.flush()
     stderr.error = None
-    access_line(1).record(log)
+    access_line(1).record(observer)
     assert [json.loads(line)["request_id"] for line in stderr.lines] == [f"req_{1:024d}"]
 
 
 def test_the_constants_keep_writes_atomic_on_a_pipe() -> None:
     assert MAX_WRITE_BYTES <= 4096  # PIPE_BUF on Linux
-    assert access.BATCH_LINES > 1
-    assert 0 < access.FLUSH_SECONDS < 1
+    assert BATCH_SIZE > 1
+    assert 0 < FLUSH_SECONDS < 1
 
 
 # --- the logger's level ------------------------------------------------------------------------
@@ -410,16 +417,15 @@ def observed() -> tuple[dict[str, Any], RequestContext]:
     return {"method": "POST"}, RequestContext("req_obs", principal=principal)
 
 
-def test_nothing_is_written_when_the_access_logger_is_off(
+async def test_nothing_is_written_when_the_access_logger_is_off(
     stderr: FakeStderr, access_logger: logging.Logger
 ) -> None:
     access_logger.setLevel(logging.WARNING)
-    log = AccessLog("json")
-    observer = RequestObserver(None, log)
-    assert not log.enabled()
+    observer = RequestObserver(None, AccessLog("json"))
     for status in (200, 201, 404, 500):
         observer.observe(*observed(), "/v1/orders", status, 0.002)
-    log.flush()
+    assert observer._batch.timer is None, "without metrics, nothing is even noted"
+    observer.flush()
     assert stderr.writes == []
 
 
@@ -427,11 +433,9 @@ def test_a_line_is_written_when_the_access_logger_is_on(
     stderr: FakeStderr, access_logger: logging.Logger
 ) -> None:
     access_logger.setLevel(logging.INFO)
-    log = AccessLog("json")
-    observer = RequestObserver(None, log)
-    assert log.enabled()
+    observer = RequestObserver(None, AccessLog("json"))
     observer.observe(*observed(), "/v1/orders", 201, 0.002)
-    log.flush()
+    observer.flush()
     [line] = stderr.lines
     fields = json.loads(line)
     assert (fields["request_id"], fields["account_id"], fields["key_id"]) == (
@@ -447,9 +451,9 @@ def test_a_request_without_a_caller_is_logged_with_empty_ids(
     stderr: FakeStderr, access_logger: logging.Logger
 ) -> None:
     access_logger.setLevel(logging.DEBUG)
-    log = AccessLog("json")
-    RequestObserver(None, log).observe({"method": "GET"}, RequestContext("req_anon"), "x", 404, 0)
-    log.flush()
+    observer = RequestObserver(None, AccessLog("json"))
+    observer.observe({"method": "GET"}, RequestContext("req_anon"), "x", 404, 0)
+    observer.flush()
     fields = json.loads(stderr.lines[0])
     assert (fields["request_id"], fields["account_id"], fields["key_id"]) == (
         "req_anon",
@@ -461,12 +465,11 @@ def test_a_request_without_a_caller_is_logged_with_empty_ids(
 def test_the_level_is_followed_as_it_changes(
     stderr: FakeStderr, access_logger: logging.Logger
 ) -> None:
-    log = AccessLog("json")
-    observer = RequestObserver(None, log)
+    observer = RequestObserver(None, AccessLog("json"))
     for level, expected in [(logging.INFO, 1), (logging.ERROR, 1), (logging.INFO, 2)]:
         access_logger.setLevel(level)
         observer.observe(*observed(), "/v1/orders", 201, 0.001)
-        log.flush()
+        observer.flush()
         assert len(stderr.lines) == expected
 
 
@@ -475,20 +478,12 @@ def test_the_level_is_followed_as_it_changes(
 def test_the_template_line_is_what_orjson_writes(seconds: float, account_id: str | None) -> None:
     """Known methods and id-shaped values take a string template; it must be orjson's bytes."""
     log = AccessLog("json")
-    entry = (
-        1_795_266_000.25,
-        "req_abc012",
-        account_id,
-        "key_k1",
-        "/v1/orders",
-        "POST",
-        201,
-        seconds,
-    )
+    now = 1_795_266_000.25
+    entry = Request("req_abc012", account_id, "key_k1", "/v1/orders", "POST", 201, seconds)
     duration_ms = round(seconds * 1000, 2)
     expected = orjson.dumps(
         {
-            "time": log._time(entry[0], True),
+            "time": log._time(now, True),
             "level": "info",
             "logger": "commerce_api.access",
             "message": f"POST /v1/orders 201 {duration_ms:.2f}ms",
@@ -501,10 +496,10 @@ def test_the_template_line_is_what_orjson_writes(seconds: float, account_id: str
             "duration_ms": duration_ms,
         }
     ).decode()
-    assert log._line(entry) == expected
+    assert log._line(now, entry.answered(now)) == expected
     # An unusual method or value takes orjson itself.
-    odd = (*entry[:3], 'key_"quoted"', entry[4], "BREW", *entry[6:])
-    assert orjson.loads(log._line(odd))["key_id"] == 'key_"quoted"'
+    odd = dataclasses.replace(entry, key_id='key_"quoted"', method="BREW")
+    assert orjson.loads(log._line(now, odd.answered(now)))["key_id"] == 'key_"quoted"'
 
 
 @settings(max_examples=300, deadline=None)
@@ -514,7 +509,8 @@ def test_a_json_lines_duration_is_written_as_the_json_formatter_writes_it(second
     from one conversion; both must be what the JsonFormatter writes, for any duration."""
     request = Request("req_1", "acct_1", "key_1", "/v1/products", "GET", 200, seconds)
     log = AccessLog("json")
-    line = log._line((time.time(), *dataclasses.astuple(request)))
+    now = time.time()
+    line = log._line(now, request.answered(now))
     expected = JsonFormatter().format(request.log_record())
     assert json.loads(line)["message"] == json.loads(expected)["message"]
     assert line.rsplit('"duration_ms":', 1)[1] == expected.rsplit('"duration_ms":', 1)[1]

@@ -7,7 +7,9 @@ compare a scrape after the requests with one before.
 from __future__ import annotations
 
 import errno
+import json
 import logging
+import secrets
 import sqlite3
 from datetime import timedelta
 from typing import Any
@@ -24,9 +26,12 @@ from starlette.types import Message
 from commerce_api.app.factory import create_app
 from commerce_api.catalog import repository as catalog_repository
 from commerce_api.core.timestamps import utcnow
+from commerce_api.http.context import RequestContext
 from commerce_api.http.middleware import is_storage_full
-from commerce_api.http.pipeline import route_template
-from commerce_api.observability.metrics import observe_all
+from commerce_api.http.pipeline import RequestObserver, route_template
+from commerce_api.observability import metrics
+from commerce_api.observability.access import LOGGER_NAME, AccessLog
+from commerce_api.observability.metrics import RequestMetrics, observe_all
 from commerce_api.orders import placement
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_deliveries
@@ -322,6 +327,40 @@ def test_what_counts_as_a_full_disk(exc: Exception, full: bool) -> None:
     wrapped = sqlalchemy.exc.OperationalError("…", {}, exc)
     assert is_storage_full(exc) is full
     assert is_storage_full(wrapped) is full
+
+
+async def test_one_batch_feeds_the_metrics_and_the_request_log_and_a_scrape_flushes_it(
+    db: Database, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each answer is one note in the observer's batch, for both; the log's line only for an
+    answer given while its logger was on. A scrape flushes the batch before it reads."""
+    monkeypatch.setattr(RequestObserver, "FLUSH_SECONDS", 3600)  # only the scrape flushes
+    observer = RequestObserver(RequestMetrics(), AccessLog("json"))
+    route = f"/v1/shared-{secrets.token_hex(4)}"  # labels of its own: the metrics are global
+    access_logger = logging.getLogger(LOGGER_NAME)
+    saved = access_logger.level
+    try:
+        access_logger.setLevel(logging.INFO)
+        observer.observe({"method": "GET"}, RequestContext("req_logged"), route, 200, 0.001)
+        access_logger.setLevel(logging.WARNING)
+        observer.observe({"method": "GET"}, RequestContext("req_unlogged"), route, 200, 0.002)
+    finally:
+        access_logger.setLevel(saved)
+    assert observer._batch.timer is not None, "both wait in the batch"
+    assert capsys.readouterr().err == ""
+
+    exposition = (await metrics.render(db)).decode()
+    counted = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.labels.get("route") == route
+    }
+    assert counted["commerce_http_requests_total"] == 2
+    assert counted["commerce_http_request_duration_seconds_count"] == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert json.loads(line)["request_id"] == "req_logged"
+    assert observer._batch.timer is None
 
 
 @pytest.mark.parametrize(

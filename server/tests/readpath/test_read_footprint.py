@@ -2,8 +2,9 @@
 
 A read that crosses many modules is slow to follow and slow to run: each hop is a call, a
 lookup, and a place a reader must open to see what happens. The count is taken with
-``sys.setprofile`` around one request, made straight to the ASGI app after a warm-up (no HTTP
-client in between), and every project file that ran a function is named when the count is over.
+``sys.setprofile`` around one request, made straight to the app as ``serve`` runs it
+(``cli.guarded``: the server guard around it) after a warm-up, with no HTTP client in between,
+and every project file that ran a function is named when the count is over.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from starlette.types import Message
+from starlette.types import ASGIApp, Message
 
 import commerce_api
+from commerce_api.cli import guarded
+from commerce_api.settings import Settings
 
 MAX_FILES = 12
 PACKAGE = Path(commerce_api.__file__).resolve().parent
 
 
-async def _get(app: FastAPI, path: str, key: str) -> tuple[int, bytes]:
+async def _get(app: ASGIApp, path: str, key: str) -> tuple[int, bytes]:
     scope = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -55,11 +58,16 @@ async def _get(app: FastAPI, path: str, key: str) -> tuple[int, bytes]:
 
 
 async def test_a_warm_product_read_runs_at_most_twelve_project_files(
-    app: FastAPI, client: httpx.AsyncClient, client_key: str, product_in_stock: str
+    app: FastAPI,
+    settings: Settings,
+    client: httpx.AsyncClient,
+    client_key: str,
+    product_in_stock: str,
 ) -> None:
+    served = guarded(app, settings)
     path = f"/v1/products/{product_in_stock}"
     for _ in range(3):  # warm: the key, the catalogue snapshot, the memoised matches
-        status, _body = await _get(app, path, client_key)
+        status, _body = await _get(served, path, client_key)
         assert status == 200
 
     ran: set[str] = set()
@@ -72,7 +80,7 @@ async def test_a_warm_product_read_runs_at_most_twelve_project_files(
 
     sys.setprofile(profile)
     try:
-        status, body = await _get(app, path, client_key)
+        status, body = await _get(served, path, client_key)
     finally:
         sys.setprofile(None)
 

@@ -25,9 +25,8 @@ from commerce_api.events.routes import events_router
 from commerce_api.http import idempotency
 from commerce_api.http.dependencies import Services, ServicesDep
 from commerce_api.http.middleware import ErrorGuardMiddleware
-from commerce_api.http.observer import RequestObserver
 from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
-from commerce_api.http.pipeline import Pipeline, PipelineMiddleware
+from commerce_api.http.pipeline import Pipeline, PipelineMiddleware, RequestObserver
 from commerce_api.http.routing import MethodIndex, StrictRoute, json_response
 from commerce_api.http.schemas import ErrorResponse
 from commerce_api.observability import metrics
@@ -132,9 +131,9 @@ class CommerceAPI(FastAPI):
 
 def create_app(settings: Settings | None = None) -> CommerceAPI:
     settings = settings or Settings()
-    access_log = AccessLog(resolved_format(settings))
     observer = RequestObserver(
-        metrics.RequestMetrics() if settings.metrics == "on" else None, access_log
+        metrics.RequestMetrics() if settings.metrics == "on" else None,
+        AccessLog(resolved_format(settings)),
     )
 
     @asynccontextmanager
@@ -187,7 +186,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             await order_desk.close()
             await limiter.close()
             await db.dispose()
-            access_log.flush()
+            observer.flush()  # the request log's last lines (and the last metrics)
             metrics.process_exited()
 
     app = CommerceAPI(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import os
 import re
 import secrets
 import string
@@ -41,31 +39,6 @@ def new_id(prefix: str) -> str:
     """A fresh identifier such as ``prod_3fA9…``."""
     assert prefix in PREFIXES, prefix
     return f"{prefix}_{random_token(ID_RANDOM_LENGTH)}"
-
-
-class _RequestIds:
-    """Request ids: a random per-process prefix and a counter, ``req_`` + 24 characters.
-
-    A request id only has to be unique, not unguessable (it names a request in logs and error
-    bodies), so it costs a counter step instead of a CSPRNG draw on every response. The prefix
-    (12 base62 characters, ~71 bits) keeps processes apart; a forked child draws its own
-    (``os.register_at_fork``: no ``getpid`` system call per request).
-    """
-
-    def __init__(self) -> None:
-        self._restart()
-        os.register_at_fork(after_in_child=self._restart)
-
-    def _restart(self) -> None:
-        self._prefix = f"req_{random_token(12)}"
-        self._counter: itertools.count[int] = itertools.count(1)
-
-    def __call__(self) -> str:
-        # 12 hex digits: 2**48 requests before the counter would widen the id.
-        return f"{self._prefix}{next(self._counter):012x}"
-
-
-new_request_id = _RequestIds()
 
 
 def looks_like(prefix: str, value: str) -> bool:

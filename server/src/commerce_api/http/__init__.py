@@ -2,16 +2,18 @@
 
 - ``pipeline``: ``Pipeline`` finishes every answer (authentication, the rate limit and its
   headers, the request id, metrics and the log), for the fast lane and the routes alike;
-  ``PipelineMiddleware`` runs it around the routes.
+  ``PipelineMiddleware`` runs it around the routes; ``RequestObserver`` hands answered
+  requests to the metrics and the request log, in batches.
 - ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
   envelope, and the one ``serve`` puts around the whole app (per-client requests in flight,
   the head's size, the body's deadline).
-- ``context``: ``RequestContext``, the one typed object a request carries through the layers.
+- ``context``: ``RequestContext``, the one typed object a request carries through the layers,
+  and the request's id (``new_request_id``).
 - ``dependencies``: the services container and the caller (FastAPI dependencies).
 - ``routing``: the route class and the declarations the fast lane derives its work from
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
 - ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces
-  every resource shares; ``observer``: where answered requests are counted and logged.
+  every resource shares.
 - ``openapi``: the published OpenAPI document and ``/docs``.
 
 May import: ``core``, ``settings``, ``storage``, ``observability``, ``ratelimit`` and

@@ -3,16 +3,19 @@
 The request pipeline (``pipeline.py``) makes it when a request arrives, whichever path answers
 it (the fast lane or the routes); every layer reads and fills the same fields — never string
 keys in Starlette's ``scope["state"]``. Only this module knows where it is kept in the scope.
+The request's id (``new_request_id``) is made here too, with its context.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from starlette.types import Scope
 
-from commerce_api.core.ids import new_request_id
+from commerce_api.core.ids import random_token
 
 if TYPE_CHECKING:
     from commerce_api.accounts.service import Principal
@@ -20,6 +23,31 @@ if TYPE_CHECKING:
     from commerce_api.http.idempotency import Claim, KeyedRequest
     from commerce_api.ratelimit.limiter import Decision
     from commerce_api.storage.freshness import Versions
+
+
+class _RequestIds:
+    """Request ids: a random per-process prefix and a counter, ``req_`` + 24 characters.
+
+    A request id only has to be unique, not unguessable (it names a request in logs and error
+    bodies), so it costs a counter step instead of a CSPRNG draw on every response. The prefix
+    (12 base62 characters, ~71 bits) keeps processes apart; a forked child draws its own
+    (``os.register_at_fork``: no ``getpid`` system call per request).
+    """
+
+    def __init__(self) -> None:
+        self._restart()
+        os.register_at_fork(after_in_child=self._restart)
+
+    def _restart(self) -> None:
+        self._prefix = f"req_{random_token(12)}"
+        self._counter: itertools.count[int] = itertools.count(1)
+
+    def __call__(self) -> str:
+        # 12 hex digits: 2**48 requests before the counter would widen the id.
+        return f"{self._prefix}{next(self._counter):012x}"
+
+
+new_request_id = _RequestIds()
 
 
 @dataclass(slots=True)

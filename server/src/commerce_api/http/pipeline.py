@@ -11,7 +11,8 @@ each concern:
   when it is over, the ``X-RateLimit-*`` headers on every answer;
 - the headers every answer carries (:meth:`Pipeline.headers`: the rate-limit headers, the
   request id, ``nosniff``);
-- metrics and the request log (:meth:`Pipeline.observe`, labelled by route template);
+- metrics and the request log (:meth:`Pipeline.observe`, labelled by route template): one note
+  per answer, handed to both in batches (:class:`RequestObserver`);
 - the request head as a path that answers before the routes reads it (:func:`request_headers`
   and the functions after it: the body's framing, the key), so the fast lane names no header.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from logging import INFO
 from typing import TYPE_CHECKING
 
 from starlette.responses import Response
@@ -31,12 +33,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from commerce_api.accounts.service import Principal, bearer_token
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.http.context import RequestContext, context
-from commerce_api.http.observer import RequestObserver
+from commerce_api.observability import AnsweredRequest
+from commerce_api.observability.access import AccessLog
+from commerce_api.observability.batching import Batch
 from commerce_api.observability.metrics import (
     METRICS_PATH,
     REJECTED_IP,
     REJECTED_KEY,
     UNMATCHED_ROUTE,
+    RequestMetrics,
+    flush_before_scrape,
 )
 from commerce_api.settings import Tier
 
@@ -145,6 +151,58 @@ def authorization_header(scope: Scope) -> str | None:
             text: str = value.decode("latin-1")
             return text
     return None
+
+
+class RequestObserver:
+    """Where answered requests go: the request metrics and the request log.
+
+    Each answer is one note (an ``AnsweredRequest``) in one batch, handed to both together —
+    ``RequestMetrics.record_many`` and ``AccessLog.write_many`` — when :data:`BATCH_SIZE` are
+    waiting, :data:`FLUSH_SECONDS` after the first, before every scrape of ``/metrics`` and on
+    :meth:`flush` (at shutdown): per request, neither runs. A request is noted for the log
+    when the log's logger is on for INFO as it is answered (stamped with that time), and not
+    at all when the log is off and there are no metrics."""
+
+    BATCH_SIZE = 64
+    FLUSH_SECONDS = 0.05
+
+    def __init__(self, metrics: RequestMetrics | None, access_log: AccessLog) -> None:
+        self.metrics = metrics
+        self.access_log = access_log
+        self._access_logger = access_log.logger
+        self._batch: Batch[AnsweredRequest] = Batch(
+            self._write, self.BATCH_SIZE, self.FLUSH_SECONDS
+        )
+        if metrics is not None:
+            flush_before_scrape(self._batch)
+
+    def observe(
+        self, scope: Scope, ctx: RequestContext, route: str, status: int, elapsed: float
+    ) -> None:
+        if self._access_logger.isEnabledFor(INFO):
+            principal = ctx.principal
+            self._batch.add(
+                (
+                    route,
+                    scope["method"],
+                    status,
+                    elapsed,
+                    time.time(),
+                    ctx.request_id,
+                    getattr(principal, "account_id", None),
+                    getattr(principal, "key_id", None),
+                )
+            )
+        elif self.metrics is not None:
+            self._batch.add((route, scope["method"], status, elapsed, None, None, None, None))
+
+    def flush(self) -> None:
+        self._batch.flush()
+
+    def _write(self, answered: list[AnsweredRequest]) -> None:
+        if self.metrics is not None:
+            self.metrics.record_many(answered)
+        self.access_log.write_many(answered)
 
 
 class Pipeline:

@@ -2,17 +2,21 @@
 
 Written here rather than through ``logging``: a ``LogRecord``, the redaction filter, the
 formatter and an unbuffered write to stderr cost ~60 µs a request, more than the rest of a
-catalogue read together. This writer notes each request and renders the lines itself (orjson,
-the same fields and order as :class:`~commerce_api.observability.logging.JsonFormatter`, or the
-text layout of :class:`~commerce_api.observability.logging.TextFormatter`), in batches: when
-:data:`BATCH_LINES` are waiting, or :data:`FLUSH_SECONDS` after the first of them, and at
-shutdown. Rendering a batch at once rather than a line per request keeps its code and data hot
-in the CPU's caches. Each write is at most :data:`MAX_WRITE_BYTES` and ends on a line, so lines
-of several workers sharing one pipe never interleave.
+catalogue read together. The request observer (``http.pipeline.RequestObserver``) notes each
+request, stamped with its time, in the batch it shares with the request metrics and hands the
+batch here (:meth:`AccessLog.write_many`): when ``RequestObserver.BATCH_SIZE`` are waiting,
+``RequestObserver.FLUSH_SECONDS`` after the first of them, and at shutdown. This writer renders
+the lines itself (orjson, the same fields and order as
+:class:`~commerce_api.observability.logging.JsonFormatter`, or the text layout of
+:class:`~commerce_api.observability.logging.TextFormatter`). Rendering a batch at once rather
+than a line per request keeps its code and data hot in the CPU's caches. Each write is at most
+:data:`MAX_WRITE_BYTES` and ends on a line, so lines of several workers sharing one pipe never
+interleave.
 
 It logs nothing a key or secret could be in: ids, the route *template* (never the raw path),
 the method, the status and the duration, so the redaction filter has nothing to do here.
-Whether it logs follows the ``commerce_api.access`` logger's level, as before.
+Whether a request is logged follows the ``commerce_api.access`` logger's level when it is
+answered (:attr:`AccessLog.logger`, which the observer asks).
 """
 
 from __future__ import annotations
@@ -24,49 +28,26 @@ from datetime import UTC, datetime
 
 import orjson
 
-from commerce_api.observability.batching import Batch
+from commerce_api.observability import AnsweredRequest
 from commerce_api.observability.metrics import KNOWN_METHODS
 
 LOGGER_NAME = "commerce_api.access"
-BATCH_LINES = 64
-FLUSH_SECONDS = 0.05
 MAX_TEMPLATES = 4096  # JSON line templates kept (by caller, route, method, status)
 MAX_WRITE_BYTES = 4096  # PIPE_BUF on Linux: a write this size to a pipe is atomic
 
-_logger = logging.getLogger(LOGGER_NAME)
-# (time, request id, account id, key id, route, method, status, seconds)
-_Entry = tuple[float, str | None, str | None, str | None, str, str, int, float]
-
 
 class AccessLog:
+    # Requests answered while this logger is enabled for INFO are logged.
+    logger = logging.getLogger(LOGGER_NAME)
+
     def __init__(self, log_format: str) -> None:
         self._json = log_format == "json"
-        self._batch: Batch[_Entry] = Batch(self._write, BATCH_LINES, FLUSH_SECONDS)
         self._second: tuple[int, str, str] = (-1, "", "")
         self._stamp: tuple[tuple[int, int, bool], str] = ((-1, -1, False), "")
         self._pieces: dict[tuple[str | None, str | None, str, str, int], tuple[str, str]] = {}
 
-    @staticmethod
-    def enabled() -> bool:
-        return _logger.isEnabledFor(logging.INFO)
-
-    def record(
-        self,
-        request_id: str | None,
-        account_id: str | None,
-        key_id: str | None,
-        route: str,
-        method: str,
-        status: int,
-        seconds: float,
-    ) -> None:
-        """Note one request; its line is rendered and written with the batch."""
-        self._batch.add(
-            (time.time(), request_id, account_id, key_id, route, method, status, seconds)
-        )
-
-    def _line(self, entry: _Entry) -> str:
-        now, request_id, account_id, key_id, route, method, status, seconds = entry
+    def _line(self, now: float, answer: AnsweredRequest) -> str:
+        route, method, status, seconds, _, request_id, account_id, key_id = answer
         if self._json:
             pieces = self._pieces.get((account_id, key_id, route, method, status))
             if pieces is None:
@@ -148,11 +129,11 @@ class AccessLog:
         self._stamp = (stamp, text)
         return text
 
-    def flush(self) -> None:
-        self._batch.flush()
-
-    def _write(self, entries: list[_Entry]) -> None:
-        lines = [self._line(entry) for entry in entries]
+    def write_many(self, answered: list[AnsweredRequest]) -> None:
+        """Write the lines of the requests answered while the log was on (those with a time)."""
+        lines = [self._line(now, answer) for answer in answered if (now := answer[4]) is not None]
+        if not lines:
+            return
         stream = sys.stderr
         try:
             chunk: list[str] = []

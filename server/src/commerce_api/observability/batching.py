@@ -1,4 +1,5 @@
-"""Per-request notes handed on in batches (the request log and the request metrics).
+"""Per-request notes handed on in batches (answered requests, to the request log and the
+request metrics: ``http.pipeline.RequestObserver``).
 
 Not ``core.coalescing.RequestBatcher``: nobody waits for these writes, and a batch is written
 when it is full or after a while, not as soon as the previous one is (docs/decisions.md)."""

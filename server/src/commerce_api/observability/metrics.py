@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from commerce_api.core.timestamps import utcnow
-from commerce_api.observability import MULTIPROC_DIR_VARIABLE
+from commerce_api.observability import MULTIPROC_DIR_VARIABLE, AnsweredRequest
 from commerce_api.observability.batching import Batch
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_deliveries
@@ -88,41 +88,30 @@ DELIVERY_OUTCOMES = {
 class RequestMetrics:
     """The request metrics, fed in batches.
 
-    ``observe`` only notes the request; the notes go into the Prometheus children (created
-    once per route, method and status) every :data:`FLUSH_EVERY` requests, :data:`FLUSH_SECONDS`
-    after the first note, and before every scrape — so a scrape always sees this process's
-    requests, and another worker's (``--workers``) at most :data:`FLUSH_SECONDS` late. Batching
-    keeps prometheus-client's locks and bucket search out of each request's path: the
-    per-request cost fell from ~4 µs to a list append.
+    The request observer (``http.pipeline.RequestObserver``) notes each answered request in
+    the batch it shares with the request log and hands the batch here (:meth:`record_many`)
+    every ``RequestObserver.BATCH_SIZE`` requests, ``RequestObserver.FLUSH_SECONDS`` after the
+    first note, and before every scrape (:func:`flush_before_scrape`) — so a scrape always sees
+    this process's requests, and another worker's (``--workers``) at most ``FLUSH_SECONDS``
+    late. Batching keeps prometheus-client's locks and bucket search out of each request's
+    path: the per-request cost fell from ~4 µs to a list append.
     """
-
-    FLUSH_EVERY = 64
-    FLUSH_SECONDS = 0.05
 
     def __init__(self) -> None:
         # (route, method, status) → its counter and its (route, method) histogram
         self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
-        self._batch: Batch[tuple[str, str, int, float]] = Batch(
-            self._write, self.FLUSH_EVERY, self.FLUSH_SECONDS
-        )
-        _LIVE.add(self)
 
-    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
-        self._batch.add((route, method, status, seconds))
-
-    def flush(self) -> None:
-        self._batch.flush()
-
-    def _write(self, pending: list[tuple[str, str, int, float]]) -> None:
+    def record_many(self, answered: list[AnsweredRequest]) -> None:
         # Counted per child, then added once: in multi-process mode every increment is a locked
         # write to a shared file, and a batch holds few distinct children.
         counts: dict[tuple[str, str, int], list[float]] = {}
-        for route, method, status, seconds in pending:
-            durations = counts.get((route, method, status))
+        for answer in answered:
+            labels = answer[:3]  # route, method, status
+            durations = counts.get(labels)
             if durations is None:
-                counts[route, method, status] = [seconds]
+                counts[labels] = [answer[3]]
             else:
-                durations.append(seconds)
+                durations.append(answer[3])
         for (route, method, status), durations in counts.items():
             children = self._children.get((route, method, status))
             if children is None:
@@ -135,6 +124,16 @@ class RequestMetrics:
             counter, histogram = children
             counter.inc(len(durations))
             observe_all(histogram, durations)
+
+
+# The batches holding requests not yet handed to the metrics (the request observers').
+_UNCOUNTED: weakref.WeakSet[Batch[AnsweredRequest]] = weakref.WeakSet()
+
+
+def flush_before_scrape(batch: Batch[AnsweredRequest]) -> None:
+    """Have every scrape flush ``batch`` (one whose writer feeds :meth:`RequestMetrics.record_many`)
+    before it reads the metrics: a scrape counts every request answered before it."""
+    _UNCOUNTED.add(batch)
 
 
 def observe_all(histogram: Histogram, values: list[float]) -> None:
@@ -158,9 +157,6 @@ def observe_all(histogram: Histogram, values: list[float]) -> None:
 def counter_method(method: str) -> str:
     """The method's label: an arbitrary method must not create a label value."""
     return method if method in KNOWN_METHODS else "other"
-
-
-_LIVE: weakref.WeakSet[RequestMetrics] = weakref.WeakSet()
 
 
 def deliveries_outcome(delivery_status: str) -> str:
@@ -225,8 +221,8 @@ async def render(db: Database) -> bytes:
         # The rest of the metrics are most wanted exactly when the database is in trouble.
         logger.warning("could not read the webhook outbox for /metrics", exc_info=True)
         outbox = None
-    for request_metrics in list(_LIVE):
-        request_metrics.flush()  # this process's latest requests, before they are read
+    for batch in list(_UNCOUNTED):
+        batch.flush()  # this process's latest requests, before they are read
     return generate_latest(_Scrape(_source(), outbox))
 
 
