@@ -1,7 +1,7 @@
 """The ceiling app: the smallest ASGI app that answers with the same bytes as the service.
 
 ``make bench`` serves it with the same server as ``commerce-api serve`` (granian, one worker,
-the very options ``cli.granian_options`` gives it) and reports every figure of the real
+the very options ``app.serving.granian_options`` gives it) and reports every figure of the real
 service as a ratio to it. ``GET /v1/products/<id>`` answers the bytes of the file named by
 BENCH_CEILING_DETAIL, every other path those of BENCH_CEILING_LIST.
 
@@ -37,7 +37,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 def main(port: int) -> None:
     from granian import Granian
 
-    from commerce_api.cli import granian_options
+    from commerce_api.app.serving import granian_options
     from commerce_api.settings import Settings
 
     options = granian_options(Settings(log_level="warning"), "127.0.0.1", port, 1)

@@ -10,25 +10,21 @@ import asyncio
 import json
 import logging.config
 import os
-import shutil
 import signal
 import sys
-import tempfile
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
-from starlette.types import ASGIApp
 
 from commerce_api.accounts import service as accounts
+from commerce_api.app.serving import granian_options, metrics_directory, served_app
 from commerce_api.catalog import service as catalog
 from commerce_api.core.errors import APIError
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
-from commerce_api.observability import MULTIPROC_DIR_VARIABLE
 from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
@@ -152,148 +148,13 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
         # A demo on a laptop sends webhooks to receivers on the same laptop.
         os.environ["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
         _note("Demo: webhooks may go to private and loopback addresses (127.0.0.1, 10.x, …).")
-    with _metrics_directory(workers):
+    with metrics_directory(workers):
         # granian stops gracefully on SIGTERM or SIGINT (no new connections, the requests in
         # flight finish, then each worker's lifespan shutdown) and exits 0.
         Granian(
-            f"{__name__}:{served_app.__name__}", **granian_options(settings, host, port, workers)
+            f"{served_app.__module__}:{served_app.__name__}",
+            **granian_options(settings, host, port, workers),
         ).serve()
-
-
-# On SIGTERM, a worker's requests in flight and then its lifespan shutdown (the dispatcher's
-# dispatcher.STOP_GRACE_SECONDS included) get this long in all; then it is killed, so the
-# process is gone within about 15 s.
-GRACEFUL_SHUTDOWN_SECONDS = 14
-# granian's bounds for its HTTP/1 settings.
-_MAX_HEADER_READ_TIMEOUT_MS = 60_000
-_MIN_HTTP1_BUFFER_BYTES = 8192
-
-
-def granian_options(settings: Settings, host: str, port: int, workers: int) -> dict[str, Any]:
-    """The options ``serve`` gives granian's server: all of them documented ones (its README
-    and ``granian --help``), derived from the ``COMMERCE_HTTP_*`` settings (see
-    docs/deployment.md)."""
-    from granian.constants import HTTPModes, Interfaces
-    from granian.http import HTTP1Settings
-    from granian.log import LogLevels
-
-    # One timer for a head that is slow to come, whether the connection is new, idle between
-    # requests or trickling one: it honours both settings as upper bounds.
-    head_seconds = settings.http_header_timeout_seconds
-    if settings.http_keep_alive_seconds:
-        head_seconds = min(head_seconds, settings.http_keep_alive_seconds)
-    http1 = HTTP1Settings(
-        header_read_timeout=max(1, min(_MAX_HEADER_READ_TIMEOUT_MS, round(head_seconds * 1000))),
-        keep_alive=settings.http_keep_alive_seconds > 0,
-        # granian's read buffer, which a head must fit: a head past our cap up to twice it is
-        # answered 431 by ServerGuardMiddleware (in the error envelope), a larger one by the
-        # server itself, which never buffers more than this for it.
-        max_buffer_size=max(_MIN_HTTP1_BUFFER_BYTES, 2 * settings.http_max_header_bytes),
-    )
-    return {
-        "address": host,
-        "port": port,
-        "interface": Interfaces.ASGI,  # with the ASGI lifespan, run in every worker
-        "factory": True,
-        "workers": workers,
-        # HTTP/1.1 only: what nginx speaks to its upstreams, and what the limits above cover.
-        "http": HTTPModes.http1,
-        "http1_settings": http1,
-        "websockets": False,
-        # Connections each worker serves at once; more wait in the kernel's accept queue.
-        "backpressure": settings.http_max_connections,
-        "log_level": LogLevels(settings.log_level),
-        "log_dictconfig": logging_config(settings),
-        "log_access": False,  # observability's request log writes one line per request instead
-        "workers_kill_timeout": GRACEFUL_SHUTDOWN_SECONDS,
-    }
-
-
-def served_app() -> ASGIApp:
-    """The app as each of ``serve``'s workers runs it (granian's factory target)."""
-    from commerce_api.app import create_app
-
-    _die_with_parent()
-    settings = Settings()
-    return guarded(create_app(settings), settings)
-
-
-def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
-    """``app`` as ``serve`` runs it: inside ServerGuardMiddleware, inside granian's
-    proxy-headers wrapper when ``COMMERCE_TRUSTED_PROXIES`` lists any proxy."""
-    from commerce_api.http.middleware import ServerGuardMiddleware
-
-    app = ServerGuardMiddleware(
-        app,
-        max_header_bytes=settings.http_max_header_bytes,
-        max_requests_per_client=settings.http_max_requests_per_client,
-        body_timeout=settings.http_body_timeout_seconds,
-    )
-    if settings.trusted_proxies:
-        from granian.utils.proxies import wrap_asgi_with_proxy_headers
-
-        app = wrap_asgi_with_proxy_headers(app, trusted_hosts=list(settings.trusted_proxies))
-    return app
-
-
-_PR_SET_PDEATHSIG = 1  # prctl(2)
-
-
-def _die_with_parent() -> None:
-    """A worker is killed with its ``serve`` process (Linux): a SIGKILLed ``serve`` (by hand,
-    or an OOM kill) leaves no worker holding the port and the requests it had. A graceful stop
-    never needs it: granian stops its workers first."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-METRICS_DIRECTORY_PREFIX = "commerce-api-metrics-"
-
-
-def remove_stale_metrics_directories(parent: str | None = None) -> list[str]:
-    """Remove the metrics directories of `serve` processes that no longer run (a SIGKILLed
-    one cannot remove its own); a directory's name carries its process id. The removed paths."""
-    removed = []
-    for path in Path(parent or tempfile.gettempdir()).glob(f"{METRICS_DIRECTORY_PREFIX}*"):
-        pid_text = path.name.removeprefix(METRICS_DIRECTORY_PREFIX).split("-", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(str(path))
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-@contextmanager
-def _metrics_directory(workers: int) -> Iterator[None]:
-    """With several workers, a fresh directory where each keeps its metrics, so that any of
-    them can answer /metrics for all (prometheus-client's multiprocess mode); removed after.
-    Counts from a previous run must not leak in, hence always a new one."""
-    if workers == 1:
-        os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
-        yield
-        return
-    remove_stale_metrics_directories()
-    directory = tempfile.mkdtemp(prefix=f"{METRICS_DIRECTORY_PREFIX}{os.getpid()}-")
-    os.environ[MULTIPROC_DIR_VARIABLE] = directory  # inherited by the workers granian starts
-    try:
-        yield
-    finally:
-        os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 @main.command()

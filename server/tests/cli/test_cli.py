@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from commerce_api.cli import METRICS_DIRECTORY_PREFIX, remove_stale_metrics_directories
+from commerce_api.app.serving import METRICS_DIRECTORY_PREFIX, remove_stale_metrics_directories
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import accounts, api_keys, products
 from tests.helpers import head_revision

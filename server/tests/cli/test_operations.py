@@ -44,7 +44,7 @@ from tests.webhooks.test_webhook_delivery_processes import (
 
 pytestmark = pytest.mark.slow
 
-# cli.GRACEFUL_SHUTDOWN_SECONDS (14 s: requests in flight, then the dispatcher's 5 s) bounds
+# app.serving.GRACEFUL_SHUTDOWN_SECONDS (14 s: requests in flight, then the dispatcher's 5 s) bounds
 # the exit.
 EXIT_WITHIN_SECONDS = 15.0
 LOAD_REQUESTS = 200
@@ -214,7 +214,7 @@ async def test_sigterm_finishes_accepted_requests_and_deliveries_then_exits_0(
       it from the main process), so it is in flight and granian lets it finish. Requests sent
       after the signal may be refused once the listener closes — that is allowed, so they are
       not checked;
-    * the process exits with code 0 within the bound (cli.GRACEFUL_SHUTDOWN_SECONDS);
+    * the process exits with code 0 within the bound (app.serving.GRACEFUL_SHUTDOWN_SECONDS);
     * no delivery is left claimed: attempts in flight finished (the receiver takes 1 s, less
       than the dispatcher's grace) and anything else claimed was released.
     """

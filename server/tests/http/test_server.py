@@ -1,6 +1,6 @@
 """``serve``'s HTTP server (granian) and the guard around the app, against a real process.
 
-The settings map onto granian's documented options (``cli.granian_options``); what granian
+The settings map onto granian's documented options (``app.serving.granian_options``); what granian
 has no setting for is ``http.middleware.ServerGuardMiddleware``. Each behaviour is checked over
 a raw socket, as a slow or hostile client would meet it.
 """
@@ -18,7 +18,7 @@ import pytest
 from granian.constants import HTTPModes, Interfaces
 from starlette.types import Message, Receive, Scope, Send
 
-from commerce_api.cli import granian_options
+from commerce_api.app.serving import granian_options
 from commerce_api.http.middleware import ServerGuardMiddleware
 from commerce_api.settings import Settings
 from tests.server_process import RunningServer, running_server

@@ -3,8 +3,8 @@
 A read that crosses many modules is slow to follow and slow to run: each hop is a call, a
 lookup, and a place a reader must open to see what happens. The count is taken with
 ``sys.setprofile`` around one request, made straight to the app as ``serve`` runs it
-(``cli.guarded``: the server guard around it) after a warm-up, with no HTTP client in between,
-and every project file that ran a function is named when the count is over.
+(``app.serving.guarded``: the server guard around it) after a warm-up, with no HTTP client in
+between, and every project file that ran a function is named when the count is over.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message
 
 import commerce_api
-from commerce_api.cli import guarded
+from commerce_api.app.serving import guarded
 from commerce_api.settings import Settings
 
 MAX_FILES = 12

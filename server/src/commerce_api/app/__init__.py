@@ -4,10 +4,10 @@
   the read path, the rate limiter, the order desk and the webhook dispatcher).
 - ``fastlane``: the requests worth answering before Starlette's routing (the catalogue reads and
   ``POST /v1/orders``), derived from the routes' own declarations.
+- ``serving``: how ``serve`` runs it (granian's options, the app each worker serves inside the
+  server guard, the workers' shared metrics directory).
 
-May import every other package; only the entry points (``cli``, ``demo``) import it.
+The package itself imports none of them: ``serve`` reads ``serving`` before it may import the
+app (see there). May import every other package; only the entry points (``cli``, ``demo``)
+import it.
 """
-
-from commerce_api.app.factory import create_app
-
-__all__ = ["create_app"]

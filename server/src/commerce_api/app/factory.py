@@ -1,5 +1,5 @@
 """The ASGI application: ``create_app()`` builds it from settings (``serve`` runs it inside
-``cli.served_app``, granian's factory)."""
+``serving.served_app``, granian's factory)."""
 
 from __future__ import annotations
 

@@ -186,10 +186,12 @@ class BodyTimedOut(ClientDisconnect):
 
 
 class ServerGuardMiddleware:
-    """What ``serve``'s server leaves to the app, outside everything else (``cli.served_app``):
+    """What ``serve``'s server leaves to the app, outside everything else
+    (``app.serving.guarded``):
 
     - a request whose head (request line and headers) is over ``max_header_bytes`` is answered
-      431 (the server refuses, with its own plain 431, heads past its buffer: see cli.py);
+      431 (the server refuses, with its own plain 431, heads past its buffer: see
+      ``app.serving.granian_options``);
     - a client address with ``max_requests_per_client`` requests in flight in this process gets
       503 with ``Retry-After`` for any more, so that one client cannot take every worker's
       attention; other clients are served as before;
