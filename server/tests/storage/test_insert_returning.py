@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
-from commerce_api.storage.db import Database, insert_returning
+from commerce_api.storage.bulk import insert_returning
+from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys as keys
 
 WHEN = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=UTC)

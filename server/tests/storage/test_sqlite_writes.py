@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
-from commerce_api.storage import db as db_module
+from commerce_api.storage import sqlite_writer
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import products
 from tests import factories
@@ -234,7 +234,7 @@ async def test_a_batch_waits_for_another_processs_turn_and_gives_up_after_the_bu
 ) -> None:
     path = Path(sqlite_db.sqlite_path or "")
     product_id = await _insert_product(sqlite_db, INITIAL)
-    monkeypatch.setattr(db_module, "SQLITE_BUSY_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(sqlite_writer, "SQLITE_BUSY_TIMEOUT_SECONDS", 0.2)
     async with _turn_held_elsewhere(path):
         with pytest.raises(sqlite3.OperationalError, match="database is locked"):
             async with sqlite_db.write_batch():
@@ -295,9 +295,8 @@ async def test_a_batch_cancelled_at_its_commit_still_ends_its_transaction(
             )
             # Keep the batch thread busy so that the COMMIT queues behind this, and the
             # cancellation below lands before the thread takes it up.
-            io = sqlite_db._batch_io
-            assert io is not None
-            io.submit(occupy)
+            assert sqlite_db._batch_writer is not None
+            sqlite_db._batch_writer.io.submit(occupy)
             await asyncio.get_running_loop().run_in_executor(None, thread_busy.wait, 5)
 
     task = asyncio.create_task(batch())

@@ -18,7 +18,8 @@ from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.pagination import page
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 from commerce_api.events import repository as events_repository
-from commerce_api.storage.db import Executor, insert_rows
+from commerce_api.storage.bulk import insert_rows
+from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import events, webhook_deliveries
 from commerce_api.webhooks import repository as webhooks
 

@@ -33,8 +33,9 @@ from starlette.responses import Response
 from commerce_api.core.errors import APIError, invalid_request
 from commerce_api.core.timestamps import utcnow
 from commerce_api.http.context import context
+from commerce_api.storage.bulk import dialect_insert
 from commerce_api.storage.crypto import SecretBox
-from commerce_api.storage.db import Database, dialect_insert
+from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys as keys
 
 HEADER = "Idempotency-Key"

@@ -12,7 +12,8 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.storage import freshness
-from commerce_api.storage.db import Executor, execute_many, insert_returning, insert_rows
+from commerce_api.storage.bulk import execute_many, insert_returning, insert_rows
+from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import idempotency_keys as keys
 from commerce_api.storage.tables import order_items, orders, products
 

@@ -1,8 +1,13 @@
 """Storage: the database and what lives beside it, for SQLite and PostgreSQL alike.
 
 - ``db``: ``Database`` (engines, read and write transactions, the SQLite writer lock, commit
-  listeners) and the SQL helpers the repositories share; ``tables``: the schema (SQLAlchemy
-  Core); ``migrations/``: Alembic revisions, applied by ``Database.migrate``.
+  listeners); ``tables``: the schema (SQLAlchemy Core); ``migrations/``: Alembic revisions,
+  applied by ``Database.migrate``.
+- ``bulk``: the bulk writes the repositories share (many rows in one statement or one
+  executemany, compiled once per shape), and the backend's ``INSERT … ON CONFLICT``.
+- ``sqlite``: how every SQLite connection is set up (WAL, pragmas, ``BEGIN IMMEDIATE``);
+  ``sqlite_writer``: the SQLite batch writer behind ``Database.write_batch``, taking turns
+  with the other processes on the file.
 - ``freshness``: the change stamps every write bumps and the per-backend trackers that tell
   the in-memory caches whether anything changed (SQLite's ``PRAGMA data_version``,
   PostgreSQL's ``NOTIFY``).

@@ -7,7 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.timestamps import utcnow
-from commerce_api.storage.db import dialect_insert
+from commerce_api.storage.bulk import dialect_insert
 from commerce_api.storage.tables import instance_values
 
 

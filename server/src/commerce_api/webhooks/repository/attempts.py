@@ -11,7 +11,8 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.ids import new_id
-from commerce_api.storage.db import Executor, insert_rows
+from commerce_api.storage.bulk import insert_rows
+from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import webhook_attempts
 
 attempts = webhook_attempts

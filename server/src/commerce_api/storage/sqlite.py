@@ -1,0 +1,83 @@
+"""SQLite connections: every connection this process opens on the database file is set alike.
+
+SQLite runs in WAL mode with a busy timeout. Python's sqlite3 module would open transactions
+lazily and as DEFERRED, so two writers can both read and then fail with "database is locked"
+when they upgrade; we take over transaction control instead and start write transactions with
+``BEGIN IMMEDIATE``, which makes concurrent writers queue on the busy timeout. Reads use a plain
+``BEGIN`` and, thanks to WAL, never wait for writers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from sqlalchemy import Engine, event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30
+# The execution option of a write transaction: it begins with ``BEGIN IMMEDIATE``.
+BEGIN_IMMEDIATE = "commerce_begin_immediate"
+
+
+def _ensure_wal(cursor: Any) -> None:
+    """Switch the file to WAL (a persistent setting) unless it already is.
+
+    Changing the journal mode needs a moment of exclusive access and SQLite does not apply the
+    busy timeout to it, so several processes opening a new file at once would see "database is
+    locked". Retry for as long as the busy timeout would have waited.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode")
+            mode = cursor.fetchone()[0]
+            if str(mode).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)  # runs on the driver's own thread, not the event loop
+            delay = min(delay * 2, 0.2)
+
+
+# After a checkpoint the WAL file is truncated to at most this size, so a burst of writes does
+# not keep its space for ever (and a full disk can recover once the WAL is checkpointed).
+SQLITE_JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+# Pages in the WAL that trigger an automatic checkpoint (SQLite's default, set explicitly).
+SQLITE_WAL_AUTOCHECKPOINT_PAGES = 1000
+
+
+def configure_sqlite_connection(conn: Any) -> None:
+    """The settings of every connection this process opens on the file (the engine's and the
+    order writer's): ``conn`` is a DB-API connection or cursor. The file is in WAL mode already
+    (see :func:`_ensure_wal`)."""
+    # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_SECONDS * 1000}")
+    conn.execute(f"PRAGMA journal_size_limit={SQLITE_JOURNAL_SIZE_LIMIT_BYTES}")
+    conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
+
+
+def configure_sqlite_engine(engine: AsyncEngine | Engine) -> None:
+    """Set up each connection ``engine`` opens on the file, and begin its transactions
+    ourselves: ``BEGIN IMMEDIATE`` under the :data:`BEGIN_IMMEDIATE` option, else ``BEGIN``."""
+    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the sqlite3 module (see the module docstring).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        _ensure_wal(cursor)
+        configure_sqlite_connection(cursor)
+        cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(BEGIN_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
