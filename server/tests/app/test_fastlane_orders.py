@@ -802,6 +802,27 @@ async def test_an_order_in_several_asgi_messages_called_directly(
         assert await stock_of(db, world.product_id) == 6
 
 
+async def test_a_whole_body_is_not_waited_past_for_the_servers_end_of_body_message(
+    app: FastAPI, db: Database, world: World, lane: LaneSpy, backend: str
+) -> None:
+    """granian sends a body's bytes and then, in a message of its own, its end: each a round
+    trip through its I/O thread. Once Content-Length bytes have come the body is whole, and the
+    order is placed without waiting for the second message."""
+    body = orjson.dumps(order_body((world.product_id, 2)))
+    exchange = Exchange(
+        [
+            {"type": "http.request", "body": body, "more_body": True},
+            {"type": "http.request", "body": b"", "more_body": False},
+        ]
+    )
+    await app(order_scope(world.client_key, len(body), None), exchange.receive, exchange.send)
+    expect_path(lane, backend, answered=True)
+    status, _headers, content = exchange.response()
+    assert status == 201, content
+    assert exchange.reads == 1  # the end-of-body message was never asked for
+    assert await stock_of(db, world.product_id) == 8
+
+
 async def test_a_body_shorter_than_its_content_length_is_left_to_the_full_stack(
     app: FastAPI, db: Database, world: World, lane: LaneSpy, backend: str
 ) -> None:

@@ -259,7 +259,12 @@ class FastLane:
 
 
 async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Message]]:
-    """The body, if it is exactly the declared ``size``; the messages read, to hand back."""
+    """The body, if it is exactly the declared ``size``; the messages read, to hand back.
+
+    Reading stops once ``size`` bytes have come: the server frames the body by its
+    Content-Length, so it is whole then, and granian sends a body's data and its end as two
+    messages, each a round trip through its I/O thread — the second is not waited for (the full
+    stack, if it takes the request, reads it from ``receive`` after the replayed ones)."""
     messages: list[Message] = []
     chunks: list[bytes] = []
     total = 0
@@ -273,7 +278,7 @@ async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Me
         total += len(chunk)
         if total > size:
             return None, messages
-        if not message.get("more_body", False):
+        if total == size or not message.get("more_body", False):
             break
     return (b"".join(chunks) if total == size else None), messages
 
