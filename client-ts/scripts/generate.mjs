@@ -33,7 +33,7 @@ export function liveOpenApiText(python = REPO_PYTHON) {
     python,
     [
       "-c",
-      "import json; from commerce_api.app import create_app; " +
+      "import json; from commerce_api.app.factory import create_app; " +
         "print(json.dumps(create_app().openapi(), indent=2, ensure_ascii=False))",
     ],
     { encoding: "utf8", cwd: join(PACKAGE_DIR, ".."), maxBuffer: 64 * 1024 * 1024 },
