@@ -40,11 +40,12 @@ test: install
 
 # The suite on the newest releases the dependency ranges admit, so that an upgrade breaks here
 # before it breaks a user's `pip install -U`: a throw-away copy of the tree whose lock is
-# upgraded (uv lock --upgrade prints each version it moved) and synced into a venv of its own.
+# upgraded (uv lock --upgrade prints each version it moved) and synced into a venv of its own
+# (.git comes along: the project tests ask git which files are tracked).
 # This tree's uv.lock and .venv are left as they are.
 test-latest: install
 	@set -e; copy="$$(mktemp -d)"; trap 'rm -rf "$$copy"' EXIT; \
-	tar --exclude=./.venv --exclude=./.git --exclude=./client-ts/node_modules \
+	tar --exclude=./.venv --exclude=./client-ts/node_modules \
 		--exclude=.pytest_cache --exclude=.mypy_cache --exclude=.ruff_cache --exclude=__pycache__ \
 		-cf - . | tar -xf - -C "$$copy"; \
 	cd "$$copy"; \
