@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from commerce_api.accounts import service as accounts
 from commerce_api.app.factory import create_app
+from commerce_api.http.dependencies import Services
 from commerce_api.settings import Settings, Tier
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import metadata
@@ -141,6 +142,13 @@ async def app(settings: Settings) -> AsyncIterator[FastAPI]:
     application = create_app(settings)
     async with application.router.lifespan_context(application):
         yield application
+
+
+@pytest.fixture
+def services(app: FastAPI) -> Services:
+    """The running app's services (its database, read path, order desk, …)."""
+    found: Services = app.state.services
+    return found
 
 
 @pytest.fixture

@@ -45,12 +45,6 @@ def settings(database_url: str) -> Settings:
     return make_settings(database_url, rate_limit_development=1_000_000)
 
 
-@pytest.fixture
-def services(app: FastAPI) -> Services:
-    found: Services = app.state.services
-    return found
-
-
 class CountingReads:
     """Counts the read path's calls (once per run of the catalogue endpoints) and makes them
     fail on demand."""

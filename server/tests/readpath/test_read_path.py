@@ -137,12 +137,6 @@ def settings(database_url: str) -> Settings:
 
 
 @pytest.fixture
-def services(app: FastAPI) -> Services:
-    found: Services = app.state.services
-    return found
-
-
-@pytest.fixture
 def read_path(services: Services) -> ReadPath:
     return services.read_path
 

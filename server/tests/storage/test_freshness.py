@@ -48,6 +48,17 @@ def bump(path: str, name: str, value: str) -> None:
         conn.close()
 
 
+async def bump_in_another_process(path: str, name: str, value: str) -> None:
+    """Commit a new stamp from another process (as another worker's write would)."""
+    script = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        'c.execute("UPDATE instance_values SET value = ? WHERE name = ?", sys.argv[2:])'
+    )
+    await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", script, path, value, name], check=True
+    )
+
+
 async def test_only_data_version_is_asked_while_nothing_is_committed(
     tracker: tuple[freshness.SQLiteTracker, list[str]],
 ) -> None:
@@ -122,14 +133,7 @@ async def test_a_commit_by_another_process_is_seen_by_the_next_call(
 ) -> None:
     track, _ = tracker
     await track.current()
-    script = (
-        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
-        "c.execute(\"UPDATE instance_values SET value = 'from-elsewhere' WHERE name = ?\", "
-        "(sys.argv[2],))"
-    )
-    await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-c", script, database, freshness.CATALOG], check=True
-    )
+    await bump_in_another_process(database, freshness.CATALOG, "from-elsewhere")
     versions = await track.current()
     assert versions is not None
     assert versions.catalog == "from-elsewhere"
@@ -238,14 +242,7 @@ async def test_the_read_path_sees_a_commit_of_another_process_at_its_next_reques
     try:
         versions = await read_path.versions(RequestContext("req_test"))
         assert versions is not None
-        script = (
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
-            "c.execute(\"UPDATE instance_values SET value = 'revoked' WHERE name = ?\", "
-            "(sys.argv[2],))"
-        )
-        await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-c", script, database, freshness.AUTH], check=True
-        )
+        await bump_in_another_process(database, freshness.AUTH, "revoked")
         versions = await read_path.versions(RequestContext("req_test"))
         assert versions is not None
         assert versions.auth == "revoked"
