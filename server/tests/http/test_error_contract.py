@@ -1,7 +1,8 @@
 """The error contract of docs/design.md: one test per row of the status table that exists today.
 
-Every error is ``{"error": {"code", "message", "details"}}`` with exactly those keys, and every
-response carries ``X-Request-Id``.
+Every error is ``{"error": {"code", "reason", "message", "details"}}`` with exactly those keys,
+its reason one of the table's with the row's status and code, and every response carries
+``X-Request-Id``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from commerce_api.accounts import service as accounts
+from commerce_api.core.errors import REASONS
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from tests.helpers import bearer
@@ -29,9 +31,15 @@ VALID_PRODUCT: dict[str, object] = {
 
 
 def assert_error(
-    response: httpx.Response, status: int, code: str, details: str | None = None
+    response: httpx.Response,
+    status: int,
+    code: str,
+    details: str | None = None,
+    *,
+    reason: str | None = None,
 ) -> dict[str, str]:
-    """Assert the status, the exact envelope and the request id; return ``error``."""
+    """Assert the status, the exact envelope (a reason of the table, whose row has this status
+    and code) and the request id; return ``error``."""
     assert response.status_code == status, response.text
     assert response.headers.get("x-request-id"), "every response carries X-Request-Id"
     assert response.headers["x-content-type-options"] == "nosniff"
@@ -39,9 +47,12 @@ def assert_error(
     body = response.json()
     assert set(body) == {"error"}, body
     error = body["error"]
-    assert set(error) == {"code", "message", "details"}, error
+    assert set(error) == {"code", "reason", "message", "details"}, error
     assert all(isinstance(value, str) for value in error.values()), error
     assert error["code"] == code, error
+    assert REASONS.get(error["reason"]) == (status, code), error
+    if reason is not None:
+        assert error["reason"] == reason, error
     assert error["message"], "the message is never empty"
     if details is not None:
         assert error["details"] == details, error

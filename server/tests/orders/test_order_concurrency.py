@@ -168,8 +168,9 @@ def assert_out_of_stock(response: httpx.Response, details: str) -> None:
     assert response.status_code == 409, response.text
     assert response.headers["content-type"].startswith("application/json")
     error = response.json()["error"]
-    assert set(error) == {"code", "message", "details"}
+    assert set(error) == {"code", "reason", "message", "details"}
     assert error["code"] == "invalid_request"
+    assert error["reason"] == "insufficient_stock"
     assert isinstance(error["message"], str)
     assert error["message"]
     assert error["details"] == details

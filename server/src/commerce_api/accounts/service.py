@@ -111,7 +111,9 @@ def bearer_token(authorization: str | None) -> str:
     """The key from an ``Authorization: Bearer …`` header, or a 401 saying what is wrong."""
     if not authorization:
         raise unauthorized(
-            "Missing API key. Send it as `Authorization: Bearer <API_KEY>`.", "Authorization"
+            "Missing API key. Send it as `Authorization: Bearer <API_KEY>`.",
+            "Authorization",
+            reason="missing_api_key",
         )
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
@@ -119,6 +121,7 @@ def bearer_token(authorization: str | None) -> str:
         raise unauthorized(
             "Malformed Authorization header. Send `Authorization: Bearer <API_KEY>`.",
             "Authorization",
+            reason="malformed_authorization",
         )
     return token
 
@@ -133,6 +136,7 @@ def key_lookup_hash(token: str, environment: Environment) -> str:
             f"This is a {environment} instance; {token[: token.index('_', 3) + 1]}… keys are "
             f"for {issued_for}. Use a key issued by this instance.",
             "Authorization",
+            reason="wrong_environment",
         )
     return hash_key(token)
 

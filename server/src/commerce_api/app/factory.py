@@ -69,7 +69,13 @@ async def readyz(services: ServicesDep) -> Response:
     try:
         await services.db.ping()
     except Exception as exc:
-        raise APIError(503, "server_error", "The database is unreachable.", "database") from exc
+        raise APIError(
+            503,
+            "server_error",
+            "The database is unreachable.",
+            "database",
+            reason="service_unavailable",
+        ) from exc
     return json_response({"status": "ok"})
 
 

@@ -1,8 +1,12 @@
-"""The error contract: every non-2xx response is ``{"error": {"code", "message", "details"}}``.
+"""The error contract: every non-2xx response is
+``{"error": {"code", "reason", "message", "details"}}``.
 
-Statuses and codes follow docs/design.md's table. Handlers here translate FastAPI's and Starlette's
-own exceptions, so no framework default error body ever reaches a client; the outermost
-middleware (``http/middleware.py``) renders anything that escapes as a 500.
+Statuses and codes follow docs/design.md's table; ``reason`` is a stable word a program can
+switch on (:data:`REASONS`, the table "Reasons" of docs/design.md), chosen where the error is
+raised: a constant, so nothing is computed for it on any request. Handlers here translate
+FastAPI's and Starlette's own exceptions, so no framework default error body ever reaches a
+client; the outermost middleware (``http/middleware.py``) renders anything that escapes as a
+500.
 """
 
 from __future__ import annotations
@@ -24,6 +28,68 @@ CLIENT_CLOSED_REQUEST = 499
 
 ErrorCode = Literal["invalid_request", "unauthorized", "not_found", "rate_limited", "server_error"]
 
+Reason = Literal[
+    "validation_failed",
+    "malformed_request",
+    "order_limit_exceeded",
+    "url_not_allowed",
+    "endpoint_limit_reached",
+    "missing_api_key",
+    "malformed_authorization",
+    "invalid_api_key",
+    "wrong_environment",
+    "forbidden",
+    "not_found",
+    "unknown_route",
+    "method_not_allowed",
+    "request_timeout",
+    "insufficient_stock",
+    "invalid_transition",
+    "idempotency_key_in_use",
+    "payload_too_large",
+    "unsupported_media_type",
+    "idempotency_key_reused",
+    "quota_exceeded",
+    "redelivery_pending",
+    "header_too_large",
+    "internal_error",
+    "server_busy",
+    "service_unavailable",
+    "storage_full",
+]
+
+# Each reason's status and code: the rows of docs/design.md's "Reasons" table (a test holds the
+# two together, and checks that every error the app answers carries one of them).
+REASONS: dict[Reason, tuple[int, ErrorCode]] = {
+    "validation_failed": (400, "invalid_request"),
+    "malformed_request": (400, "invalid_request"),
+    "order_limit_exceeded": (400, "invalid_request"),
+    "url_not_allowed": (400, "invalid_request"),
+    "endpoint_limit_reached": (400, "invalid_request"),
+    "missing_api_key": (401, "unauthorized"),
+    "malformed_authorization": (401, "unauthorized"),
+    "invalid_api_key": (401, "unauthorized"),
+    "wrong_environment": (401, "unauthorized"),
+    "forbidden": (403, "unauthorized"),
+    "not_found": (404, "not_found"),
+    "unknown_route": (404, "not_found"),
+    "method_not_allowed": (405, "invalid_request"),
+    "request_timeout": (408, "invalid_request"),
+    "insufficient_stock": (409, "invalid_request"),
+    "invalid_transition": (409, "invalid_request"),
+    "idempotency_key_in_use": (409, "invalid_request"),
+    "payload_too_large": (413, "invalid_request"),
+    "unsupported_media_type": (415, "invalid_request"),
+    "idempotency_key_reused": (422, "invalid_request"),
+    "quota_exceeded": (429, "rate_limited"),
+    "redelivery_pending": (429, "rate_limited"),
+    "header_too_large": (431, "invalid_request"),
+    "internal_error": (500, "server_error"),
+    "server_busy": (503, "rate_limited"),
+    "service_unavailable": (503, "server_error"),
+    "storage_full": (503, "server_error"),
+}
+
 
 class APIError(Exception):
     """An error with its place in the contract. Raise it anywhere below a route."""
@@ -35,10 +101,13 @@ class APIError(Exception):
         message: str,
         details: str = "",
         headers: Mapping[str, str] | None = None,
+        *,
+        reason: Reason,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.reason = reason
         self.message = message
         self.details = details
         self.headers = dict(headers or {})
@@ -55,29 +124,35 @@ class BodyTooLarge(StarletteHTTPException):
         super().__init__(413, f"The request body is larger than {MAX_BODY_BYTES} bytes.")
 
 
-def invalid_request(message: str, details: str, status: int = 400) -> APIError:
-    return APIError(status, "invalid_request", message, details)
+def invalid_request(
+    message: str, details: str, status: int = 400, *, reason: Reason = "validation_failed"
+) -> APIError:
+    return APIError(status, "invalid_request", message, details, reason=reason)
 
 
-def not_found(message: str, details: str) -> APIError:
-    return APIError(404, "not_found", message, details)
+def not_found(message: str, details: str, *, reason: Reason = "not_found") -> APIError:
+    return APIError(404, "not_found", message, details, reason=reason)
 
 
-def unauthorized(message: str, details: str = "Authorization") -> APIError:
-    return APIError(401, "unauthorized", message, details, {"WWW-Authenticate": "Bearer"})
+def unauthorized(
+    message: str, details: str = "Authorization", *, reason: Reason = "invalid_api_key"
+) -> APIError:
+    headers = {"WWW-Authenticate": "Bearer"}
+    return APIError(401, "unauthorized", message, details, headers, reason=reason)
 
 
 def forbidden(message: str, details: str = "Authorization") -> APIError:
-    return APIError(403, "unauthorized", message, details)
+    return APIError(403, "unauthorized", message, details, reason="forbidden")
 
 
-def error_body(code: ErrorCode, message: str, details: str) -> bytes:
-    return orjson.dumps({"error": {"code": code, "message": message, "details": details}})
+def error_body(code: ErrorCode, reason: Reason, message: str, details: str) -> bytes:
+    error = {"code": code, "reason": reason, "message": message, "details": details}
+    return orjson.dumps({"error": error})
 
 
 def error_response(error: APIError) -> Response:
     return Response(
-        error_body(error.code, error.message, error.details),
+        error_body(error.code, error.reason, error.message, error.details),
         status_code=error.status,
         media_type="application/json",
         headers=error.headers,
@@ -87,6 +162,7 @@ def error_response(error: APIError) -> Response:
 def server_error(request_id: str) -> bytes:
     return error_body(
         "server_error",
+        "internal_error",
         "Something went wrong on our side. Retry later; if it persists, "
         "contact the operator with the request id.",
         request_id,
@@ -118,8 +194,8 @@ def describe_validation_error(error: Mapping[str, Any]) -> tuple[str, str]:
     kind = error.get("type", "")
     param = parameter_path(loc)
     if kind == "json_invalid":
-        reason = error.get("ctx", {}).get("error", "")
-        return f"The request body is not valid JSON ({reason}).".replace(" ()", ""), "body"
+        problem = error.get("ctx", {}).get("error", "")
+        return f"The request body is not valid JSON ({problem}).".replace(" ()", ""), "body"
     if kind == "missing":
         if param == "body":
             return "A JSON request body is required.", "body"
@@ -139,7 +215,11 @@ def validation_error(errors: Sequence[Mapping[str, Any]]) -> APIError:
     message, details = describe_validation_error(errors[0])
     if len(errors) > 1:
         message += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} found.)"
-    return invalid_request(message, details)
+    # A body that is not JSON at all is not a value to correct: the request is malformed.
+    malformed = errors[0].get("type") == "json_invalid"
+    return invalid_request(
+        message, details, reason="malformed_request" if malformed else "validation_failed"
+    )
 
 
 # --- handlers ----------------------------------------------------------------------------------
@@ -161,7 +241,9 @@ async def _http_exception_handler(request: Request, exc: Exception) -> Response:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     headers = dict(exc.headers or {})
     if exc.status_code == 404:
-        error = not_found(f"No route matches {request.method} {request.url.path}.", "path")
+        error = not_found(
+            f"No route matches {request.method} {request.url.path}.", "path", reason="unknown_route"
+        )
     elif exc.status_code == 405:
         allowed = _allowed_methods(request)
         headers = {key: value for key, value in headers.items() if key.lower() != "allow"}
@@ -171,11 +253,18 @@ async def _http_exception_handler(request: Request, exc: Exception) -> Response:
             + (f"; use {allowed}." if allowed else "."),
             "method",
             status=405,
+            reason="method_not_allowed",
         )
     elif exc.status_code >= 500:
-        error = APIError(exc.status_code, "server_error", "Internal error.", "")
-    else:
-        error = invalid_request(str(exc.detail), "body", status=exc.status_code)
+        error = APIError(
+            exc.status_code, "server_error", "Internal error.", "", reason="internal_error"
+        )
+    elif exc.status_code == 413:  # BodyTooLarge, raised while the routes read the body
+        error = invalid_request(str(exc.detail), "body", 413, reason="payload_too_large")
+    else:  # FastAPI's own refusals of a body it could not parse
+        error = invalid_request(
+            str(exc.detail), "body", status=exc.status_code, reason="malformed_request"
+        )
     error.headers.update(headers)
     return error_response(error)
 

@@ -155,6 +155,7 @@ async def redeliver_event(
             "has been made (see the event's deliveries).",
             "id",
             {"Retry-After": "5"},
+            reason="redelivery_pending",
         )
     endpoint_ids = await webhooks.subscribed_endpoints(conn, event.account_id, event.type)
     await webhooks.enqueue(conn, event.id, endpoint_ids, utcnow())

@@ -147,6 +147,7 @@ def verdict(row: Any, fingerprint: str, now: datetime) -> Verdict:
             f"This `{HEADER}` was already used with a different request. Use a new key "
             "for a new request.",
             HEADER,
+            reason="idempotency_key_reused",
         )
     if expired:
         return "reset"
@@ -207,6 +208,7 @@ def _in_flight() -> APIError:
         "invalid_request",
         f"A request with this `{HEADER}` is still being processed. Retry in a moment.",
         HEADER,
+        reason="idempotency_key_in_use",
     )
 
 

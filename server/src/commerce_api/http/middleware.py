@@ -89,6 +89,7 @@ def unexpected_failure(
         )
         body = error_body(
             "server_error",
+            "storage_full",
             "The service cannot store anything right now (its storage is full). Nothing was "
             "written; retry later with the same Idempotency-Key.",
             request_id,
@@ -99,7 +100,7 @@ def unexpected_failure(
 
 
 def _too_large_body() -> bytes:
-    return error_body("invalid_request", BodyTooLarge().detail, "body")
+    return error_body("invalid_request", "payload_too_large", BodyTooLarge().detail, "body")
 
 
 class ErrorGuardMiddleware:
@@ -121,7 +122,12 @@ class ErrorGuardMiddleware:
 
         declared = _content_length(scope)
         if declared == -1:
-            body = error_body("invalid_request", "Invalid Content-Length header.", "Content-Length")
+            body = error_body(
+                "invalid_request",
+                "malformed_request",
+                "Invalid Content-Length header.",
+                "Content-Length",
+            )
             await send_json(send, 400, body, [])
             return
         if declared is not None and declared > MAX_BODY_BYTES:
@@ -273,7 +279,7 @@ class ServerGuardMiddleware:
             await self.app(scope, timed_receive, guarded_send)
         if timed_out and not started:
             message = f"The request body did not arrive within {self.body_timeout:g} seconds."
-            body = error_body("invalid_request", message, "body")
+            body = error_body("invalid_request", "request_timeout", message, "body")
             await self._refuse(scope, send, REQUEST_TIMEOUT, body, [(b"connection", b"close")])
 
     @staticmethod
@@ -288,7 +294,7 @@ class ServerGuardMiddleware:
             f"The request's head (its request line and headers) is larger than "
             f"{self.max_header_bytes} bytes."
         )
-        return error_body("invalid_request", message, "headers")
+        return error_body("invalid_request", "header_too_large", message, "headers")
 
     def _client_busy(self) -> bytes:
         message = (
@@ -296,4 +302,4 @@ class ServerGuardMiddleware:
             f"Retry after {BUSY_RETRY_AFTER_SECONDS} second(s) (see the Retry-After header), or "
             "send fewer requests at once."
         )
-        return error_body("rate_limited", message, "client")
+        return error_body("rate_limited", "server_busy", message, "client")

@@ -33,8 +33,10 @@ DESCRIPTION = """\
 The Commerce API: a product catalogue, orders, and order events by signed webhook.
 
 Authenticate every `/v1` request with `Authorization: Bearer <API_KEY>`. Errors always have
-the body `{"error": {"code", "message", "details"}}`, where `details` names the offending
-parameter. Money is a JSON number with at most two decimals; timestamps are ISO 8601 UTC.
+the body `{"error": {"code", "reason", "message", "details"}}`, where `reason` is a stable word a
+program can switch on (`insufficient_stock`, `idempotency_key_in_use`, …; the table of reasons
+is in docs/design.md) and `details` names the offending parameter. Money is a JSON number with
+at most two decimals; timestamps are ISO 8601 UTC.
 """
 
 

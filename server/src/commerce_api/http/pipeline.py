@@ -249,6 +249,7 @@ class Pipeline:
         (REJECTED_KEY if ctx.principal is not None else REJECTED_IP).inc()
         return error_body(
             "rate_limited",
+            "quota_exceeded",
             f"Rate limit of {decision.limit} requests per window exceeded. Retry after "
             f"{decision.retry_after} seconds (see the Retry-After header).",
             "X-RateLimit-Limit",

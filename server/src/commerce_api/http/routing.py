@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
-from commerce_api.core.errors import invalid_request, render_exception
+from commerce_api.core.errors import REASONS, Reason, invalid_request, render_exception
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
 from commerce_api.http.declaration import (
@@ -113,6 +113,7 @@ class StrictRoute(APIRoute):
                     "The request body must be JSON: send `Content-Type: application/json`.",
                     "Content-Type",
                     status=415,
+                    reason="unsupported_media_type",
                 )
             if idempotent and (key := idempotency.read_key(request)) is not None:
                 if self_managed:
@@ -220,7 +221,8 @@ _ERROR_DESCRIPTIONS = {
     401: "Missing, malformed, unknown or revoked API key.",
     403: "The key is valid but its role may not do this (a client key on an admin endpoint).",
     404: "No such resource (or it belongs to another account).",
-    409: "Conflict with the current state.",
+    409: "Conflict with the current state: `reason` is `insufficient_stock`, "
+    "`invalid_transition` or `idempotency_key_in_use` (only the last is worth a retry).",
     413: "Request body larger than 1 MiB.",
     415: "Request body is not `application/json`.",
     500: "Unexpected server error; `details` carries the request id.",
@@ -242,31 +244,32 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def _example(code: str, message: str, details: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details}}
+def _example(reason: Reason, message: str, details: str) -> dict[str, Any]:
+    code = REASONS[reason][1]
+    return {"error": {"code": code, "reason": reason, "message": message, "details": details}}
 
 
 _ERROR_EXAMPLES = {
-    400: _example("invalid_request", "Missing required parameter `customer_id`.", "customer_id"),
-    401: _example("unauthorized", "Invalid API key (unknown or revoked).", "Authorization"),
+    400: _example("validation_failed", "Missing required parameter `customer_id`.", "customer_id"),
+    401: _example("invalid_api_key", "Invalid API key (unknown or revoked).", "Authorization"),
     403: _example(
-        "unauthorized",
+        "forbidden",
         "This endpoint needs an admin key; client keys cannot use it.",
         "Authorization",
     ),
     404: _example("not_found", "No product with id `prod_…`.", "id"),
     409: _example(
-        "invalid_request",
+        "insufficient_stock",
         "Not enough stock for `prod_…`: 3 requested, 1 available.",
         "items[0].quantity",
     ),
-    413: _example("invalid_request", "The request body is larger than 1048576 bytes.", "body"),
+    413: _example("payload_too_large", "The request body is larger than 1048576 bytes.", "body"),
     415: _example(
-        "invalid_request",
+        "unsupported_media_type",
         "The request body must be JSON: send `Content-Type: application/json`.",
         "Content-Type",
     ),
-    500: _example("server_error", "Something went wrong on our side. …", "req_…"),
+    500: _example("internal_error", "Something went wrong on our side. …", "req_…"),
 }
 
 

@@ -18,7 +18,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from commerce_api.core.errors import ErrorCode
+from commerce_api.core.errors import ErrorCode, Reason
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _CONTROL_MULTILINE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # tab, LF, CR allowed
@@ -108,6 +108,11 @@ class ResponseModel(BaseModel):
 
 class ErrorDetail(ResponseModel):
     code: ErrorCode = Field(description="One of the five error codes of the specification.")
+    reason: Reason = Field(
+        description="Why, as a stable word a program can switch on (`insufficient_stock`, "
+        "`invalid_transition`, `idempotency_key_in_use`, …); each reason has one status and "
+        "one code. New reasons may be added: treat an unknown one by its `code`."
+    )
     message: str = Field(description="A human-readable summary that says what to do.")
     details: str = Field(
         description="Specifics: the offending parameter (`items[0].quantity`), or the request "

@@ -107,7 +107,9 @@ def check_units(data: OrderCreate, settings: Settings) -> None:
     for index, item in enumerate(data.items):
         if item.quantity > per_line:
             raise invalid_request(
-                f"A line may order at most {per_line} units.", f"items[{index}].quantity"
+                f"A line may order at most {per_line} units.",
+                f"items[{index}].quantity",
+                reason="order_limit_exceeded",
             )
     total = sum(item.quantity for item in data.items)
     if total > settings.order_max_units:
@@ -115,6 +117,7 @@ def check_units(data: OrderCreate, settings: Settings) -> None:
             f"An order may hold at most {settings.order_max_units} units in all; "
             f"this one has {total}.",
             "items",
+            reason="order_limit_exceeded",
         )
 
 
@@ -128,6 +131,7 @@ def cannot_reserve(index: int, product_id: str, quantity: int, available: int | 
         "invalid_request",
         f"Not enough stock for `{product_id}`: {quantity} requested, {available} available.",
         f"items[{index}].quantity",
+        reason="insufficient_stock",
     )
 
 
@@ -197,7 +201,9 @@ async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) ->
     try:
         target = next_status(OrderStatus(order.status), action)
     except IllegalTransition as exc:
-        raise APIError(409, "invalid_request", str(exc), "status") from None
+        raise APIError(
+            409, "invalid_request", str(exc), "status", reason="invalid_transition"
+        ) from None
     now = utcnow()
     moved = await repository.change_status(
         conn,
@@ -215,6 +221,7 @@ async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) ->
             "invalid_request",
             str(IllegalTransition(OrderStatus(current.status), action)),
             "status",
+            reason="invalid_transition",
         )
     if target is OrderStatus.CANCELED:
         lines = await repository.lines_of(conn, [order.id])

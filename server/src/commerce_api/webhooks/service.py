@@ -77,7 +77,7 @@ async def check_receiver_url(url: str, settings: Settings) -> CheckedURL:
     try:
         await resolve(url, allow_private=settings.allow_private_webhook_urls)
     except UnsafeURL as exc:
-        raise invalid_request(f"The receiver URL {exc}.", "url") from None
+        raise invalid_request(f"The receiver URL {exc}.", "url", reason="url_not_allowed") from None
     return CheckedURL(url)
 
 
@@ -117,6 +117,7 @@ async def create_endpoint(
             f"An account can have at most {limit} webhook endpoints; delete one you no longer "
             "use, or subscribe an existing endpoint to more event types.",
             "url",
+            reason="endpoint_limit_reached",
         )
     secret = new_secret()
     now = utcnow()

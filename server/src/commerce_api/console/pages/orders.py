@@ -17,7 +17,7 @@ from commerce_api.console.pages.render import (
     render,
 )
 from commerce_api.console.sessions import ConsoleSession
-from commerce_api.core.errors import APIError
+from commerce_api.core.errors import APIError, error_response
 from commerce_api.events import service as event_service
 from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.routing import json_response
@@ -100,7 +100,7 @@ async def order_status(order_id: str, services: ServicesDep, session: SessionDep
         async with services.db.read() as conn:
             order = await orders.get_order(conn, session.principal, order_id)
     except APIError as exc:
-        return json_response({"error": exc.message}, exc.status)
+        return error_response(exc)
     return json_response({"status": order["status"], "updated_at": order["updated_at"]})
 
 
