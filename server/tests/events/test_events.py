@@ -1,4 +1,4 @@
-"""Events: ``/v1/events`` — the account's order events, oldest first, with their deliveries per
+"""Events: ``/v1/events`` — the account's order events, newest first, with their deliveries per
 endpoint; redelivery; visibility; and the 30-day retention (``event_service.prune_events``).
 
 The dispatcher is off in these tests, so deliveries stay ``pending`` with no attempts unless a
@@ -132,19 +132,19 @@ async def delivery_rows(db: Database, event_id: str) -> dict[str, Any]:
 # --- list --------------------------------------------------------------------------------------
 
 
-async def test_the_accounts_events_are_listed_oldest_first_with_the_order_as_it_was(
+async def test_the_accounts_events_are_listed_newest_first_with_the_order_as_it_was(
     client: httpx.AsyncClient, admin_key: str, client_key: str
 ) -> None:
     history = await a_history(client, admin_key, client_key)
     page = await list_events(client, client_key)
     assert page["pagination"] == {"total": 4, "limit": 20, "offset": 0, "has_more": False}
-    assert [(item["type"], item["data"]) for item in page["data"]] == history
+    assert [(item["type"], item["data"]) for item in page["data"]] == history[::-1]
     for item in page["data"]:
         assert set(item) == EVENT_FIELDS
         assert EVENT_ID.match(item["id"])
         assert TIMESTAMP.match(item["created_at"])
     stamps = [parse(item["created_at"]) for item in page["data"]]
-    assert stamps == sorted(stamps)
+    assert stamps == sorted(stamps, reverse=True)
     assert len({item["id"] for item in page["data"]}) == 4
 
 
@@ -173,7 +173,7 @@ async def test_the_list_filters_by_type(
     page = await list_events(client, client_key, type=event_type)
     assert page["pagination"]["total"] == len(indexes)
     assert [(item["type"], item["data"]) for item in page["data"]] == [
-        history[index] for index in indexes
+        history[index] for index in reversed(indexes)
     ]
 
 
@@ -273,7 +273,7 @@ async def test_an_admin_key_sees_every_accounts_events(
     _, mine = await one_event(client, admin_key, client_key)
     _, theirs = await one_event(client, admin_key, other_key)
     page = await list_events(client, admin_key)
-    assert [item["id"] for item in page["data"]] == [mine["id"], theirs["id"]]
+    assert [item["id"] for item in page["data"]] == [theirs["id"], mine["id"]]
     assert (await list_events(client, admin_key, type="order.fulfilled"))["data"] == []
     assert (await get_event(client, admin_key, theirs["id"]))["data"] == theirs["data"]
     response = await redeliver(client, admin_key, theirs["id"])
@@ -585,7 +585,7 @@ async def test_pruning_deletes_only_events_older_than_30_days_with_their_deliver
     assert await count_rows(db, recent) == (1, 1, 1)
     assert await count_rows(db, fresh["id"]) == (1, 1, 0)
     page = await list_events(client, client_key)
-    assert [item["id"] for item in page["data"]] == [recent, fresh["id"]]
+    assert [item["id"] for item in page["data"]] == [fresh["id"], recent]
     assert_error(
         await client.get(f"/v1/events/{old}", headers=bearer(client_key)), 404, "not_found", "id"
     )

@@ -673,7 +673,7 @@ async def insert_orders(
     return [order_id for _, order_id in sorted(ids)]
 
 
-async def test_the_list_shows_only_the_own_accounts_orders_oldest_first(
+async def test_the_list_shows_only_the_own_accounts_orders_newest_first(
     client: httpx.AsyncClient, admin_key: str, client_key: str, make_key: KeyFactory
 ) -> None:
     product_id = await create_product(client, admin_key, inventory_count=100)
@@ -681,7 +681,7 @@ async def test_the_list_shows_only_the_own_accounts_orders_oldest_first(
     mine = [await place_ok(client, client_key, (product_id, 1)) for _ in range(3)]
     theirs = await place_ok(client, other, (product_id, 1))
     page = await list_orders(client, client_key)
-    assert page["data"] == mine
+    assert page["data"] == mine[::-1]
     assert page["pagination"] == {"total": 3, "limit": 20, "offset": 0, "has_more": False}
     assert (await list_orders(client, other))["data"] == [theirs]
 
@@ -693,10 +693,10 @@ async def test_an_admin_key_lists_every_accounts_orders(
     first = await place_ok(client, client_key, (product_id, 1))
     second = await place_ok(client, await make_key(), (product_id, 1))
     page = await list_orders(client, admin_key)
-    assert [order["id"] for order in page["data"]] == [first["id"], second["id"]]
+    assert [order["id"] for order in page["data"]] == [second["id"], first["id"]]
 
 
-async def test_paging_visits_each_order_once_in_creation_then_id_order(
+async def test_paging_visits_each_order_once_newest_first_then_by_id_descending(
     db: Database, client: httpx.AsyncClient, client_key: str
 ) -> None:
     account_id = await account_of(db, client_key)
@@ -707,7 +707,7 @@ async def test_paging_visits_each_order_once_in_creation_then_id_order(
         seen += [order["id"] for order in page["data"]]
         assert page["pagination"]["has_more"] == (offset + 7 < 25)
         assert page["pagination"]["total"] == 25
-    assert seen == expected
+    assert seen == expected[::-1]
 
 
 async def test_list_items_are_full_order_records(

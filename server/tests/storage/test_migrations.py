@@ -275,3 +275,54 @@ async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url:
             assert await conn.scalar(text("SELECT count(*) FROM webhook_deliveries")) == 1
     finally:
         await database.dispose()
+
+
+async def test_0006_gives_the_events_written_before_it_their_order_id(
+    empty_database_url: str,
+) -> None:
+    """0006 adds ``events.order_id`` (the list's ``order_id`` filter) and fills it in from each
+    event's ``data``; down again, the column goes and the events stay."""
+    from alembic import command
+
+    from commerce_api.storage.migrations import alembic_config
+
+    def to(revision: str) -> Any:
+        def run(sync_conn: Connection) -> None:
+            if revision.startswith("-"):
+                command.downgrade(alembic_config(sync_conn), revision[1:])
+            else:
+                command.upgrade(alembic_config(sync_conn), revision)
+
+        return run
+
+    database = Database(empty_database_url)
+    try:
+        async with database.write() as conn:
+            await conn.run_sync(to("0005"))
+            await conn.execute(
+                text(
+                    "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', "
+                    "'development', '2026-01-01 00:00:00')"
+                )
+            )
+            for event_id, order_id in [("evt_1", "ord_1"), ("evt_2", "ord_2")]:
+                await conn.execute(
+                    text(
+                        "INSERT INTO events (id, account_id, type, data, created_at) VALUES "
+                        f"('{event_id}', 'acct_1', 'order.created', "
+                        f'\'{{"id": "{order_id}", "status": "pending"}}\', '
+                        "'2026-01-01 00:00:00')"
+                    )
+                )
+        async with database.write() as conn:
+            await conn.run_sync(to("head"))
+        async with database.read() as conn:
+            rows = await conn.execute(text("SELECT id, order_id FROM events ORDER BY id"))
+            assert [tuple(row) for row in rows] == [("evt_1", "ord_1"), ("evt_2", "ord_2")]
+            assert not await conn.run_sync(_schema_diff)
+        async with database.write() as conn:
+            await conn.run_sync(to("-0005"))
+        async with database.read() as conn:
+            assert await conn.scalar(text("SELECT count(*) FROM events")) == 2
+    finally:
+        await database.dispose()

@@ -1,18 +1,43 @@
-"""Offset pagination, the same for every list: limits, the query parameters, the object."""
+"""Pagination, the same for every list: limits, the query parameters, the object; and the
+window of the newest-first lists (orders, events): a creation-time range and a cursor."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Query
+
+from commerce_api.core.errors import invalid_request
+from commerce_api.core.timestamps import Timestamp
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 # Offsets beyond 2**53 - 1 cannot be represented by JavaScript clients; no list gets there.
 MAX_OFFSET = 2**53 - 1
+MAX_ID_LENGTH = 64  # the ids' column
 
 Limit = Annotated[int, Query(ge=1, description="Page size; values above 100 are clamped to 100.")]
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Number of items to skip.")]
+StartingAfter = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        description="A cursor: the items after the one with this id, in the list's order "
+        "(pass the last id of a page to get the next). Items created meanwhile never shift "
+        "it. `offset` must then be 0 or absent. An id you cannot see is a 404.",
+    ),
+]
+CreatedGte = Annotated[
+    Timestamp | None,
+    Query(description="Only items created at or after this time (RFC 3339, with its zone)."),
+]
+CreatedLt = Annotated[
+    Timestamp | None,
+    Query(description="Only items created before this time (RFC 3339, with its zone)."),
+]
 
 
 def clamp(limit: int) -> int:
@@ -26,3 +51,32 @@ def pagination(total: int, limit: int, offset: int, count: int) -> dict[str, Any
 
 def page(items: list[Any], total: int, limit: int, offset: int) -> dict[str, Any]:
     return {"data": items, "pagination": pagination(total, limit, offset, len(items))}
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where an item stands in a list ordered by (created_at, id)."""
+
+    created_at: datetime
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewestFirst:
+    """The window of a newest-first list: items created in ``[created_gte, created_lt)``, and
+    with a cursor (``starting_after``), only those after ``after`` — older, or as old with a
+    smaller id."""
+
+    created_gte: datetime | None = None
+    created_lt: datetime | None = None
+    after: Position | None = None
+
+
+def check_cursor_alone(offset: int, starting_after: str | None) -> None:
+    """Refuse an ``offset`` beside a cursor: the cursor already says where the page starts."""
+    if starting_after is not None and offset:
+        raise invalid_request(
+            "`offset` cannot be combined with `starting_after`: the cursor already says where "
+            "the page starts. Send one or the other.",
+            "offset",
+        )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator
 
 
 def utcnow() -> datetime:
@@ -24,3 +28,28 @@ def from_sqlite(value: str | None) -> datetime | None:
     """A timestamp column as SQLite stores it (naive ISO 8601, UTC), read with the standard
     library's ``sqlite3`` rather than the engine."""
     return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+# RFC 3339's date-time: a date, a time and a zone (``Z`` or an offset), nothing else (pydantic
+# alone also takes Unix times and naive ones).
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339_text(value: object) -> object:
+    if isinstance(value, datetime) or (isinstance(value, str) and _RFC3339.fullmatch(value)):
+        return value
+    raise ValueError(
+        "must be an RFC 3339 timestamp with its time zone, such as `2026-11-21T08:12:41Z` "
+        "(a `+` of an offset is sent as `%2B` in a query string)"
+    )
+
+
+def _in_utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise ValueError("must fall between the years 1 and 9999 in UTC") from None
+
+
+# A timestamp a request gives (``created_gte``…), as UTC.
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text), AfterValidator(_in_utc)]

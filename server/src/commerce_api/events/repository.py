@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -9,40 +10,49 @@ from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.core.pagination import NewestFirst
+from commerce_api.storage import keyset
 from commerce_api.storage.tables import events, webhook_attempts, webhook_deliveries
 
 
-def _event_filters(account_id: str | None, event_type: str | None) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = []
-    if account_id is not None:
-        conditions.append(events.c.account_id == account_id)
-    if event_type is not None:
-        conditions.append(events.c.type == event_type)
-    return conditions
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """Which events a list shows: an account's (None: every account's), of a type, about an
+    order, in a window."""
+
+    account_id: str | None
+    type: str | None
+    order_id: str | None
+    chosen: NewestFirst
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        conditions = keyset.window(events, self.chosen)
+        if self.account_id is not None:
+            conditions.append(events.c.account_id == self.account_id)
+        if self.type is not None:
+            conditions.append(events.c.type == self.type)
+        if self.order_id is not None:
+            conditions.append(events.c.order_id == self.order_id)
+        return conditions
 
 
 async def get_event(conn: AsyncConnection, event_id: str) -> Row[Any] | None:
     return (await conn.execute(select(events).where(events.c.id == event_id))).first()
 
 
-async def count_events(
-    conn: AsyncConnection, account_id: str | None, event_type: str | None
-) -> int:
-    query = select(func.count()).select_from(events).where(*_event_filters(account_id, event_type))
+async def count_events(conn: AsyncConnection, wanted: EventFilter) -> int:
+    query = select(func.count()).select_from(events).where(*wanted.conditions())
     return int(await conn.scalar(query) or 0)
 
 
 async def page_events(
-    conn: AsyncConnection,
-    account_id: str | None,
-    event_type: str | None,
-    limit: int,
-    offset: int,
+    conn: AsyncConnection, wanted: EventFilter, limit: int, offset: int
 ) -> list[Row[Any]]:
+    """A page of the events, newest first (the indexes ``ix_events_*_order``)."""
     result = await conn.execute(
         select(events)
-        .where(*_event_filters(account_id, event_type))
-        .order_by(events.c.created_at, events.c.id)
+        .where(*wanted.conditions())
+        .order_by(*keyset.newest_first(events))
         .limit(limit)
         .offset(offset)
     )

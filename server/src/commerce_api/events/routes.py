@@ -7,12 +7,23 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.core.pagination import (
+    DEFAULT_PAGE_SIZE,
+    MAX_ID_LENGTH,
+    CreatedGte,
+    CreatedLt,
+    Limit,
+    NewestFirst,
+    Offset,
+    StartingAfter,
+    clamp,
+)
 from commerce_api.events import service
 from commerce_api.events.schemas import EventList, EventWithDeliveries
 from commerce_api.http import idempotency
 from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
 from commerce_api.http.routing import StrictRoute, error_responses, json_response
+from commerce_api.http.schemas import SingleLine
 from commerce_api.webhooks.schemas import EventType
 
 events_router = APIRouter(prefix="/v1/events", tags=["Events"], route_class=StrictRoute)
@@ -21,7 +32,7 @@ events_router = APIRouter(prefix="/v1/events", tags=["Events"], route_class=Stri
 @events_router.get(
     "",
     response_model=EventList,
-    responses=error_responses(401),
+    responses=error_responses(401, 404),
     summary="List events",
 )
 async def list_events(
@@ -29,12 +40,31 @@ async def list_events(
     principal: CurrentPrincipal,
     limit: Limit = DEFAULT_PAGE_SIZE,
     offset: Offset = 0,
+    starting_after: StartingAfter = None,
     type: Annotated[EventType | None, Query(description="Only this event type.")] = None,
+    order_id: Annotated[
+        str | None,
+        Query(min_length=1, max_length=MAX_ID_LENGTH, description="Only the events of this order."),
+        SingleLine,
+    ] = None,
+    created_gte: CreatedGte = None,
+    created_lt: CreatedLt = None,
 ) -> Response:
-    """Your account's events of the last 30 days, oldest first."""
+    """Your account's events of the last 30 days (every account's with an admin key), newest
+    first: by `created_at`, then id, both descending.
+
+    Page with `starting_after` (the last id of the page before): events recorded meanwhile do
+    not shift the pages, so each event is seen once."""
     async with services.db.read() as conn:
         page = await service.list_events(
-            conn, principal, event_type=type, limit=clamp(limit), offset=offset
+            conn,
+            principal,
+            event_type=type,
+            order_id=order_id,
+            chosen=NewestFirst(created_gte, created_lt),
+            limit=clamp(limit),
+            offset=offset,
+            starting_after=starting_after,
         )
     return json_response(page)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,9 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError, not_found
 from commerce_api.core.ids import looks_like, new_id
-from commerce_api.core.pagination import page
+from commerce_api.core.pagination import NewestFirst, Position, check_cursor_alone, page
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 from commerce_api.events import repository as events_repository
+from commerce_api.events.repository import EventFilter
 from commerce_api.storage.bulk import insert_rows
 from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import events, webhook_deliveries
@@ -53,6 +54,7 @@ async def record_events(conn: Executor, type_: str, new_events: Sequence[NewEven
             "type": type_,
             "created_at": event.created_at,
             "data": event.data,
+            "order_id": event.data.get("id"),  # every event is an order's: its data is the order
         }
         for event_id, event in zip(ids, new_events, strict=True)
     ]
@@ -88,17 +90,36 @@ async def list_events(
     principal: Principal,
     *,
     event_type: str | None,
+    order_id: str | None,
+    chosen: NewestFirst,
     limit: int,
     offset: int,
+    starting_after: str | None,
 ) -> dict[str, Any]:
-    scope = _event_scope(principal)
-    total = await events_repository.count_events(conn, scope, event_type)
-    rows = (
-        await events_repository.page_events(conn, scope, event_type, limit, offset)
-        if offset < total
-        else []
-    )
+    """The caller's events (every account's for an admin key), newest first; with
+    ``starting_after``, those after that event (which must be one the caller can see)."""
+    check_cursor_alone(offset, starting_after)
+    wanted = EventFilter(_event_scope(principal), event_type, order_id, chosen)
+    total = await events_repository.count_events(conn, wanted)
+    skip = offset
+    if starting_after is not None:
+        cursor = await _load_cursor(conn, principal, starting_after)
+        after = Position(cursor.created_at, cursor.id)
+        wanted = replace(wanted, chosen=replace(chosen, after=after))
+        # The items before the page, which the cursor skips.
+        offset, skip = max(total - await events_repository.count_events(conn, wanted), 0), 0
+    rows = await events_repository.page_events(conn, wanted, limit, skip) if offset < total else []
     return page([render_event(row) for row in rows], total, limit, offset)
+
+
+async def _load_cursor(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:
+    """The ``starting_after`` event; 404 naming the parameter if the caller cannot see it."""
+    try:
+        return await _load_event(conn, principal, event_id)
+    except APIError:
+        raise not_found(
+            f"No event with id `{event_id}` to start after.", "starting_after"
+        ) from None
 
 
 async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:

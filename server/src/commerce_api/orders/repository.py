@@ -11,7 +11,8 @@ from sqlalchemy import ColumnElement, bindparam, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.storage import freshness
+from commerce_api.core.pagination import NewestFirst
+from commerce_api.storage import freshness, keyset
 from commerce_api.storage.bulk import execute_many, insert_returning, insert_rows
 from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import idempotency_keys as keys
@@ -52,9 +53,9 @@ async def lines_of(conn: AsyncConnection, order_ids: Sequence[str]) -> list[Row[
 
 
 def _filters(
-    account_id: str | None, status: str | None, customer_id: str | None
+    account_id: str | None, status: str | None, customer_id: str | None, chosen: NewestFirst
 ) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = []
+    conditions = keyset.window(orders, chosen)
     if account_id is not None:
         conditions.append(orders.c.account_id == account_id)
     if status is not None:
@@ -65,9 +66,13 @@ def _filters(
 
 
 async def count_orders(
-    conn: AsyncConnection, account_id: str | None, status: str | None, customer_id: str | None
+    conn: AsyncConnection,
+    account_id: str | None,
+    status: str | None,
+    customer_id: str | None,
+    chosen: NewestFirst,
 ) -> int:
-    where = _filters(account_id, status, customer_id)
+    where = _filters(account_id, status, customer_id, chosen)
     return int(await conn.scalar(select(func.count()).select_from(orders).where(*where)) or 0)
 
 
@@ -76,13 +81,15 @@ async def page_orders(
     account_id: str | None,
     status: str | None,
     customer_id: str | None,
+    chosen: NewestFirst,
     limit: int,
     offset: int,
 ) -> list[Row[Any]]:
+    """A page of the orders, newest first (the indexes ``ix_orders_*_order``)."""
     result = await conn.execute(
         select(orders)
-        .where(*_filters(account_id, status, customer_id))
-        .order_by(orders.c.created_at, orders.c.id)
+        .where(*_filters(account_id, status, customer_id, chosen))
+        .order_by(*keyset.newest_first(orders))
         .limit(limit)
         .offset(offset)
     )

@@ -7,7 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.core.pagination import (
+    DEFAULT_PAGE_SIZE,
+    CreatedGte,
+    CreatedLt,
+    Limit,
+    NewestFirst,
+    Offset,
+    StartingAfter,
+    clamp,
+)
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
 from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
@@ -52,7 +61,7 @@ async def create_order(
 @router.get(
     "",
     response_model=OrderList,
-    responses=error_responses(401),
+    responses=error_responses(401, 404),
     summary="List orders",
 )
 async def list_orders(
@@ -60,22 +69,32 @@ async def list_orders(
     principal: CurrentPrincipal,
     limit: Limit = DEFAULT_PAGE_SIZE,
     offset: Offset = 0,
+    starting_after: StartingAfter = None,
     status: Annotated[OrderStatusName | None, Query(description="Only this status.")] = None,
     customer_id: Annotated[
         str | None,
         Query(min_length=1, max_length=255, description="Only this customer's orders."),
         SingleLine,
     ] = None,
+    created_gte: CreatedGte = None,
+    created_lt: CreatedLt = None,
 ) -> Response:
-    """Your account's orders (every account's with an admin key), oldest first."""
+    """Your account's orders (every account's with an admin key), newest first: by
+    `created_at`, then id, both descending.
+
+    Page with `starting_after` (the last id of the page before): orders placed meanwhile do
+    not shift the pages, so each order is seen once. `offset` pages too, but shifts as orders
+    arrive."""
     async with services.db.read() as conn:
         page = await service.list_orders(
             conn,
             principal,
             status=status,
             customer_id=customer_id,
+            chosen=NewestFirst(created_gte, created_lt),
             limit=clamp(limit),
             offset=offset,
+            starting_after=starting_after,
         )
     return json_response(page)
 

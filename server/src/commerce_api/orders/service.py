@@ -4,6 +4,7 @@ change and its event commit together or not at all."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError, forbidden, invalid_request, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major
-from commerce_api.core.pagination import page
+from commerce_api.core.pagination import NewestFirst, Position, check_cursor_alone, page
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 from commerce_api.events.service import record_event
 from commerce_api.orders import repository
@@ -179,14 +180,24 @@ async def list_orders(
     *,
     status: str | None,
     customer_id: str | None,
+    chosen: NewestFirst,
     limit: int,
     offset: int,
+    starting_after: str | None,
 ) -> dict[str, Any]:
-    """The caller's orders (every account's for an admin key), oldest first."""
+    """The caller's orders (every account's for an admin key), newest first; with
+    ``starting_after``, those after that order (which must be one the caller can see)."""
+    check_cursor_alone(offset, starting_after)
     account_id = None if principal.is_admin else principal.account_id
-    total = await repository.count_orders(conn, account_id, status, customer_id)
+    total = await repository.count_orders(conn, account_id, status, customer_id, chosen)
+    skip = offset
+    if starting_after is not None:
+        cursor = await _load_cursor(conn, principal, starting_after)
+        chosen = replace(chosen, after=Position(cursor.created_at, cursor.id))
+        after = await repository.count_orders(conn, account_id, status, customer_id, chosen)
+        offset, skip = max(total - after, 0), 0  # the items before the page, which it skips
     rows = (
-        await repository.page_orders(conn, account_id, status, customer_id, limit, offset)
+        await repository.page_orders(conn, account_id, status, customer_id, chosen, limit, skip)
         if offset < total
         else []
     )
@@ -195,6 +206,16 @@ async def list_orders(
         lines_by_order[line.order_id].append(line)
     items = [render_order(row, lines_by_order[row.id]) for row in rows]
     return page(items, total, limit, offset)
+
+
+async def _load_cursor(conn: AsyncConnection, principal: Principal, order_id: str) -> Any:
+    """The ``starting_after`` order; 404 naming the parameter if the caller cannot see it."""
+    try:
+        return await _load(conn, principal, order_id)
+    except APIError:
+        raise not_found(
+            f"No order with id `{order_id}` to start after.", "starting_after"
+        ) from None
 
 
 async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) -> dict[str, Any]:

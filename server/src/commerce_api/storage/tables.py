@@ -177,8 +177,13 @@ events = Table(
     Column("type", String(64), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("data", JSON, nullable=False),
+    # The order the event is about (its ``data``'s id), for the list's ``order_id`` filter.
+    Column("order_id", String(64), nullable=True),
+    # The list queries, newest first: an account's events, every account's (admin keys; and
+    # the pruning of old events), one order's.
     Index("ix_events_account_order", "account_id", "created_at", "id"),
-    Index("ix_events_created_at", "created_at"),
+    Index("ix_events_created_order", "created_at", "id"),
+    Index("ix_events_order_id_order", "order_id", "created_at", "id"),
 )
 
 # Idempotency-Key records, shared by every process through the database.
