@@ -145,3 +145,25 @@ async def test_events_record_orders_and_their_deliveries(
         assert (await async_api.events.redeliver(event.id)).id == event.id
     finally:
         await async_api.webhook_endpoints.delete(endpoint.id)
+
+
+async def test_list_all_sees_each_order_once_while_orders_arrive(
+    async_api: AsyncClient, e2e_server: E2EServer
+) -> None:
+    customer = f"cus_{uuid.uuid4().hex}"
+
+    async def order_now() -> str:
+        order = await async_api.orders.create(
+            customer_id=customer,
+            items=[{"product_id": e2e_server.books[7], "quantity": 1}],
+            shipping_address=ADDRESS,
+        )
+        return order.id
+
+    placed = [await order_now() for _ in range(5)]
+    seen = []
+    async for order in async_api.orders.list_all(customer_id=customer, page_size=2):
+        seen.append(order.id)
+        await order_now()  # a newer order at each step: it would shift offsets, never the cursor
+    assert seen == placed[::-1]
+    assert (await async_api.orders.list(customer_id=customer)).pagination.total == 10

@@ -56,7 +56,7 @@ def test_order_lifecycle(api: Client, e2e_server: E2EServer) -> None:
     assert api.orders.get(order.id) == order
     page = api.orders.list(customer_id=order.customer_id)
     assert [o.id for o in page.data] == [order.id]
-    assert [o.id for o in api.orders.list_all(status="pending", page_size=1)][-1] == order.id
+    assert next(o.id for o in api.orders.list_all(status="pending", page_size=1)) == order.id
     fulfilled = api.orders.fulfill(order.id)
     assert fulfilled.status == "fulfilled"
     assert fulfilled.fulfilled_at is not None
@@ -169,3 +169,34 @@ def test_events_record_orders_and_their_deliveries(api: Client, e2e_server: E2ES
         assert redelivered.id == event.id
     finally:
         api.webhook_endpoints.delete(endpoint.id)
+
+
+def test_list_all_sees_each_order_and_event_once_while_orders_arrive(
+    api: Client, e2e_server: E2EServer
+) -> None:
+    customer = f"cus_{uuid.uuid4().hex}"
+
+    def order_now() -> str:
+        return api.orders.create(
+            customer_id=customer,
+            items=[{"product_id": e2e_server.books[6], "quantity": 1}],
+            shipping_address=ADDRESS,
+        ).id
+
+    first = api.orders.get(order_now())
+    placed = [first.id] + [order_now() for _ in range(6)]
+    seen_orders = []
+    for order in api.orders.list_all(customer_id=customer, page_size=2):
+        seen_orders.append(order.id)
+        order_now()  # a newer order at each step: it would shift offsets, never the cursor
+    assert seen_orders == placed[::-1]
+
+    since = first.created_at  # this test's events are those from then on
+    page = api.events.list(created_gte=since, type="order.created", limit=100)
+    existing = [event.id for event in page.data]
+    assert len(existing) == 14
+    seen_events = []
+    for event in api.events.list_all(created_gte=since, type="order.created", page_size=3):
+        seen_events.append(event.id)
+        order_now()
+    assert seen_events == existing

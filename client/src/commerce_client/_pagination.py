@@ -1,14 +1,24 @@
-"""Offset pagination: one :class:`Page`, and walking all of them lazily."""
+"""Pagination: one :class:`Page`, and walking all of them lazily — by offset, or (the
+newest-first lists: orders, events) by the cursor ``starting_after``."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar
+from datetime import datetime
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 __all__ = ["Page", "Pagination"]
 
 T = TypeVar("T")
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+ItemT = TypeVar("ItemT", bound=_Identified)
 
 MAX_PAGE_SIZE = 100
 """The server's largest page; ``list_all()`` asks for it to make the fewest requests."""
@@ -85,3 +95,40 @@ async def aiterate_pages(fetch: Callable[[int], Awaitable[Page[T]]]) -> AsyncIte
         for item in page.data:
             yield item
         offset = page.next_offset
+
+
+def iterate_after(fetch: Callable[[str | None], Page[ItemT]]) -> Iterator[ItemT]:
+    """Every item of a newest-first list, each page fetched with the cursor when the previous
+    one is used up: ``fetch(starting_after)`` returns the page after the item with that id
+    (None: the first page). Items created meanwhile never shift the pages: each item comes
+    once."""
+    starting_after: str | None = None
+    while True:
+        page = fetch(starting_after)
+        yield from page.data
+        if not page.has_more or not page.data:
+            return
+        starting_after = page.data[-1].id
+
+
+async def aiterate_after(
+    fetch: Callable[[str | None], Awaitable[Page[ItemT]]],
+) -> AsyncIterator[ItemT]:
+    """The ``async for`` twin of :func:`iterate_after`."""
+    starting_after: str | None = None
+    while True:
+        page = await fetch(starting_after)
+        for item in page.data:
+            yield item
+        if not page.has_more or not page.data:
+            return
+        starting_after = page.data[-1].id
+
+
+def timestamp_param(value: datetime | str | None, name: str) -> str | None:
+    """A ``created_gte`` / ``created_lt`` as the API takes it: RFC 3339 with its zone."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be timezone-aware, e.g. datetime.now(timezone.utc)")
+        return value.isoformat()
+    return value

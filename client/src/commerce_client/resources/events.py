@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 
 from commerce_client._pagination import (
     MAX_PAGE_SIZE,
     Page,
-    aiterate_pages,
-    iterate_pages,
+    aiterate_after,
+    iterate_after,
     parse_page,
+    timestamp_param,
 )
 from commerce_client.resources._base import AsyncResource, SyncResource, path
 from commerce_client.types.event import Event, EventWithDeliveries
@@ -17,22 +19,66 @@ from commerce_client.types.event import Event, EventWithDeliveries
 __all__ = ["AsyncEvents", "Events"]
 
 
-def _params(type: str | None, limit: int | None, offset: int | None) -> dict[str, str | int | None]:
-    return {"type": type, "limit": limit, "offset": offset}
+def _params(
+    type: str | None,
+    order_id: str | None,
+    created_gte: datetime | str | None,
+    created_lt: datetime | str | None,
+    limit: int | None,
+    offset: int | None,
+    starting_after: str | None,
+) -> dict[str, str | int | None]:
+    return {
+        "type": type,
+        "order_id": order_id,
+        "created_gte": timestamp_param(created_gte, "created_gte"),
+        "created_lt": timestamp_param(created_lt, "created_lt"),
+        "limit": limit,
+        "offset": offset,
+        "starting_after": starting_after,
+    }
 
 
 class Events(SyncResource):
     def list(
-        self, *, type: str | None = None, limit: int | None = None, offset: int | None = None
+        self,
+        *,
+        type: str | None = None,
+        order_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        starting_after: str | None = None,
     ) -> Page[Event]:
-        """One page of events, oldest first; ``type`` such as ``"order.created"``."""
-        body = self._client._request("GET", "/events", params=_params(type, limit, offset))
+        """One page of events, newest first; ``type`` such as ``"order.created"``,
+        ``order_id`` for one order's events, ``starting_after`` for the events after that one
+        (the last id of the page before)."""
+        params = _params(type, order_id, created_gte, created_lt, limit, offset, starting_after)
+        body = self._client._request("GET", "/events", params=params)
         return parse_page(body, Event.from_dict)
 
     def list_all(
-        self, *, type: str | None = None, page_size: int = MAX_PAGE_SIZE
+        self,
+        *,
+        type: str | None = None,
+        order_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
+        page_size: int = MAX_PAGE_SIZE,
     ) -> Iterator[Event]:
-        return iterate_pages(lambda offset: self.list(type=type, limit=page_size, offset=offset))
+        """Every matching event, newest first, fetching pages (by cursor) as the iteration
+        reaches them: events recorded meanwhile do not shift them, so each event comes once."""
+        return iterate_after(
+            lambda starting_after: self.list(
+                type=type,
+                order_id=order_id,
+                created_gte=created_gte,
+                created_lt=created_lt,
+                limit=page_size,
+                starting_after=starting_after,
+            )
+        )
 
     def get(self, id: str) -> EventWithDeliveries:
         """One event, with the state of its delivery to each endpoint."""
@@ -49,16 +95,41 @@ class Events(SyncResource):
 
 class AsyncEvents(AsyncResource):
     async def list(
-        self, *, type: str | None = None, limit: int | None = None, offset: int | None = None
+        self,
+        *,
+        type: str | None = None,
+        order_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        starting_after: str | None = None,
     ) -> Page[Event]:
-        """One page of events, oldest first; ``type`` such as ``"order.created"``."""
-        body = await self._client._request("GET", "/events", params=_params(type, limit, offset))
+        """See :meth:`Events.list`."""
+        params = _params(type, order_id, created_gte, created_lt, limit, offset, starting_after)
+        body = await self._client._request("GET", "/events", params=params)
         return parse_page(body, Event.from_dict)
 
     def list_all(
-        self, *, type: str | None = None, page_size: int = MAX_PAGE_SIZE
+        self,
+        *,
+        type: str | None = None,
+        order_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
+        page_size: int = MAX_PAGE_SIZE,
     ) -> AsyncIterator[Event]:
-        return aiterate_pages(lambda offset: self.list(type=type, limit=page_size, offset=offset))
+        """See :meth:`Events.list_all` (``async for``)."""
+        return aiterate_after(
+            lambda starting_after: self.list(
+                type=type,
+                order_id=order_id,
+                created_gte=created_gte,
+                created_lt=created_lt,
+                limit=page_size,
+                starting_after=starting_after,
+            )
+        )
 
     async def get(self, id: str) -> EventWithDeliveries:
         """One event, with the state of its delivery to each endpoint."""

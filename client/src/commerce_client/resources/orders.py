@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from commerce_client._pagination import (
     MAX_PAGE_SIZE,
     Page,
-    aiterate_pages,
-    iterate_pages,
+    aiterate_after,
+    iterate_after,
     parse_page,
+    timestamp_param,
 )
 from commerce_client.resources._base import AsyncResource, SyncResource, path
 from commerce_client.types.order import Order, OrderItemParam, OrderStatus, ShippingAddressParam
@@ -29,9 +31,23 @@ def _create_body(
 
 
 def _params(
-    status: OrderStatus | None, customer_id: str | None, limit: int | None, offset: int | None
+    status: OrderStatus | None,
+    customer_id: str | None,
+    created_gte: datetime | str | None,
+    created_lt: datetime | str | None,
+    limit: int | None,
+    offset: int | None,
+    starting_after: str | None,
 ) -> dict[str, str | int | None]:
-    return {"status": status, "customer_id": customer_id, "limit": limit, "offset": offset}
+    return {
+        "status": status,
+        "customer_id": customer_id,
+        "created_gte": timestamp_param(created_gte, "created_gte"),
+        "created_lt": timestamp_param(created_lt, "created_lt"),
+        "limit": limit,
+        "offset": offset,
+        "starting_after": starting_after,
+    }
 
 
 class Orders(SyncResource):
@@ -59,11 +75,18 @@ class Orders(SyncResource):
         *,
         status: OrderStatus | None = None,
         customer_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        starting_after: str | None = None,
     ) -> Page[Order]:
-        """One page of your orders, oldest first. ``limit`` defaults to 20 (max 100)."""
-        params = _params(status, customer_id, limit, offset)
+        """One page of your orders, newest first. ``limit`` defaults to 20 (max 100).
+        ``starting_after``: the orders after this one (the last id of the page before);
+        ``created_gte`` / ``created_lt``: a time range (aware ``datetime`` or RFC 3339)."""
+        params = _params(
+            status, customer_id, created_gte, created_lt, limit, offset, starting_after
+        )
         return parse_page(self._client._request("GET", "/orders", params=params), Order.from_dict)
 
     def list_all(
@@ -71,12 +94,20 @@ class Orders(SyncResource):
         *,
         status: OrderStatus | None = None,
         customer_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
         page_size: int = MAX_PAGE_SIZE,
     ) -> Iterator[Order]:
-        """Every matching order, fetching pages as the iteration reaches them."""
-        return iterate_pages(
-            lambda offset: self.list(
-                status=status, customer_id=customer_id, limit=page_size, offset=offset
+        """Every matching order, newest first, fetching pages (by cursor) as the iteration
+        reaches them: orders placed meanwhile do not shift them, so each order comes once."""
+        return iterate_after(
+            lambda starting_after: self.list(
+                status=status,
+                customer_id=customer_id,
+                created_gte=created_gte,
+                created_lt=created_lt,
+                limit=page_size,
+                starting_after=starting_after,
             )
         )
 
@@ -122,11 +153,16 @@ class AsyncOrders(AsyncResource):
         *,
         status: OrderStatus | None = None,
         customer_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        starting_after: str | None = None,
     ) -> Page[Order]:
-        """One page of your orders, oldest first. ``limit`` defaults to 20 (max 100)."""
-        params = _params(status, customer_id, limit, offset)
+        """See :meth:`Orders.list`."""
+        params = _params(
+            status, customer_id, created_gte, created_lt, limit, offset, starting_after
+        )
         body = await self._client._request("GET", "/orders", params=params)
         return parse_page(body, Order.from_dict)
 
@@ -135,12 +171,19 @@ class AsyncOrders(AsyncResource):
         *,
         status: OrderStatus | None = None,
         customer_id: str | None = None,
+        created_gte: datetime | str | None = None,
+        created_lt: datetime | str | None = None,
         page_size: int = MAX_PAGE_SIZE,
     ) -> AsyncIterator[Order]:
-        """Every matching order (``async for``), fetching pages as the iteration reaches them."""
-        return aiterate_pages(
-            lambda offset: self.list(
-                status=status, customer_id=customer_id, limit=page_size, offset=offset
+        """See :meth:`Orders.list_all` (``async for``)."""
+        return aiterate_after(
+            lambda starting_after: self.list(
+                status=status,
+                customer_id=customer_id,
+                created_gte=created_gte,
+                created_lt=created_lt,
+                limit=page_size,
+                starting_after=starting_after,
             )
         )
 
