@@ -31,6 +31,7 @@ from schemathesis.python import asgi as schemathesis_asgi
 from commerce_api.app.factory import create_app
 from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import ProductCreate
+from commerce_api.core.errors import REASONS
 from commerce_api.http.openapi import BEARER, OPENAPI_URL
 from commerce_api.storage.db import Database
 from tests.conftest import KeyFactory, make_settings
@@ -303,7 +304,8 @@ def test_error_envelope_schema_matches_the_spec() -> None:
     assert envelope["required"] == ["error"]
     detail_ref = envelope["properties"]["error"]["$ref"]
     detail = schemas[detail_ref.rsplit("/", 1)[1]]
-    assert sorted(detail["required"]) == ["code", "details", "message"]
+    assert sorted(detail["required"]) == ["code", "details", "message", "reason"]
+    assert detail["properties"]["reason"]["enum"] == list(REASONS)
     assert set(detail["properties"]["code"]["enum"]) == {
         "invalid_request",
         "unauthorized",

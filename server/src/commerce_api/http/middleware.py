@@ -287,7 +287,8 @@ class ServerGuardMiddleware:
         scope: Scope, send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
     ) -> None:
         request_id = context(scope).request_id.encode()
-        await send_json(send, status, body, [*headers, (b"x-request-id", request_id)])
+        extra = [*headers, (b"x-request-id", request_id), (b"x-content-type-options", b"nosniff")]
+        await send_json(send, status, body, extra)
 
     def _headers_too_large(self) -> bytes:
         message = (
