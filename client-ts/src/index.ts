@@ -71,6 +71,7 @@ export type {
   ProductListItem,
   ProductListParams,
   ShippingAddressParam,
+  Timestamp,
   WebhookEndpoint,
   WebhookEndpointCreateParams,
   WebhookEndpointListParams,

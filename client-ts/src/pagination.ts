@@ -1,4 +1,5 @@
-/** Offset pagination: one {@link Page}, and walking all of them lazily. */
+/** Pagination: one {@link Page}, and walking all of them lazily — by offset, or (the
+ * newest-first lists: orders, events) by the cursor `starting_after`. */
 
 import type { Pagination } from "./generated/schema.js";
 
@@ -60,4 +61,28 @@ export async function* iteratePages<T>(fetch: (offset: number) => Promise<Page<T
     yield* page.data;
     offset = page.nextOffset;
   }
+}
+
+/** Every item of a newest-first list, each page fetched with the cursor when the previous one
+ * is used up: `fetch(startingAfter)` returns the page after the item with that id (undefined:
+ * the first page). Items created meanwhile never shift the pages: each item comes once. */
+export async function* iterateAfter<T extends { id: string }>(
+  fetch: (startingAfter: string | undefined) => Promise<Page<T>>,
+): AsyncGenerator<T, void, undefined> {
+  let startingAfter: string | undefined;
+  for (;;) {
+    const page: Page<T> = await fetch(startingAfter);
+    yield* page.data;
+    const last = page.data.at(-1);
+    if (!page.hasMore || last === undefined) return;
+    startingAfter = last.id;
+  }
+}
+
+/** A list query with its `Date`s as the API takes them (RFC 3339, `toISOString()`). */
+export function withTimestamps<Q extends { created_gte?: Date | string | null; created_lt?: Date | string | null }>(
+  params: Q,
+): Omit<Q, "created_gte" | "created_lt"> & { created_gte?: string | null; created_lt?: string | null } {
+  const text = (value: Date | string | null | undefined) => (value instanceof Date ? value.toISOString() : value);
+  return { ...params, created_gte: text(params.created_gte), created_lt: text(params.created_lt) };
 }

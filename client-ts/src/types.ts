@@ -12,6 +12,16 @@ import type * as G from "./generated/schema.js";
 
 export type Environment = "production" | "sandbox";
 
+/** A moment for `created_gte` / `created_lt`: a `Date`, or RFC 3339 text with its zone
+ * (`"2026-11-21T08:12:41Z"`). */
+export type Timestamp = Date | string;
+
+/** A newest-first list's query, its time range taking a {@link Timestamp}. */
+type WithTimestamps<Q> = Omit<Q, "created_gte" | "created_lt"> & {
+  created_gte?: Timestamp | null;
+  created_lt?: Timestamp | null;
+};
+
 // --- Products -------------------------------------------------------------------------------
 
 /** A product as listed by `products.list()`; `products.get()` adds stock and `updated_at`. */
@@ -33,7 +43,8 @@ export type OrderItemParam = G.OrderItemCreate;
 export type ShippingAddressParam = G.ShippingAddress;
 export type CountryCode = G.ShippingAddress["country"];
 export type OrderCreateParams = G.OrderCreate;
-export type OrderListParams = G.Operations["list_orders"]["query"];
+/** `orders.list()`: newest first; `starting_after` for the page after that order. */
+export type OrderListParams = WithTimestamps<G.Operations["list_orders"]["query"]>;
 
 // --- Webhook endpoints ----------------------------------------------------------------------
 
@@ -86,7 +97,9 @@ export interface EventWithDeliveries extends Event {
   deliveries: EventDelivery[];
 }
 
-export type EventListParams = G.Operations["list_events"]["query"];
+/** `events.list()`: newest first; `order_id` for one order's events, `starting_after` for the
+ * page after that event. */
+export type EventListParams = WithTimestamps<G.Operations["list_events"]["query"]>;
 
 const ORDER_EVENT_TYPES: ReadonlySet<string> = new Set<EventType>([
   "order.created",
@@ -142,6 +155,9 @@ type _EndpointDelete = Assert<Equals<void, G.Operations["delete_webhook_endpoint
 type _EventGet = Assert<MutuallyAssignable<EventWithDeliveries, G.Operations["get_event"]["response"]>>;
 type _EventRedeliver = Assert<MutuallyAssignable<EventWithDeliveries, G.Operations["redeliver_event"]["response"]>>;
 type _EventList = Assert<MutuallyAssignable<Event[], G.Operations["list_events"]["response"]["data"]>>;
+/** The list queries the resources send are the documented ones, `Date`s aside. */
+type _OrderListQuery = Assert<Equals<keyof OrderListParams, keyof G.Operations["list_orders"]["query"]>>;
+type _EventListQuery = Assert<Equals<keyof EventListParams, keyof G.Operations["list_events"]["query"]>>;
 /** The delivery status of the Python client. */
 type _DeliveryStatus = Assert<Equals<DeliveryStatus, "pending" | "succeeded" | "failed">>;
 type _OrderStatus = Assert<Equals<OrderStatus, "pending" | "fulfilled" | "canceled">>;
@@ -151,5 +167,5 @@ export type __TypeChecks = [
   _EventWithDeliveriesShape, _UpdateKeys, _UpdateWider, _OrderCreateBody, _EndpointCreateBody,
   _EndpointUpdateBody, _ProductGet, _ProductList, _OrderGet, _OrderCancel, _OrderFulfill,
   _EndpointCreate, _EndpointRotate, _EndpointGet, _EndpointDelete, _EventGet, _EventRedeliver,
-  _EventList, _DeliveryStatus, _OrderStatus,
+  _EventList, _OrderListQuery, _EventListQuery, _DeliveryStatus, _OrderStatus,
 ];

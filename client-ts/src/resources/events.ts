@@ -1,7 +1,7 @@
 /** `client.events`: your account's events and the state of their webhook deliveries. */
 
 import type { CommerceClient, RequestOptions } from "../client.js";
-import { type ListAllOptions, Page, iteratePages, pageSizeOf } from "../pagination.js";
+import { type ListAllOptions, Page, iterateAfter, pageSizeOf, withTimestamps } from "../pagination.js";
 import type { Event, EventListParams, EventWithDeliveries } from "../types.js";
 
 export class Events {
@@ -11,17 +11,21 @@ export class Events {
     this.#client = client;
   }
 
-  /** One page of events, oldest first; `type` such as `"order.created"`. */
+  /** One page of events, newest first; `type` such as `"order.created"`, `order_id` for one
+   * order's events, `starting_after` for the events after that one. */
   async list(params: EventListParams = {}, options: RequestOptions = {}): Promise<Page<Event>> {
-    return new Page<Event>(await this.#client._request("list_events", { query: params, options }));
+    const query = withTimestamps(params);
+    return new Page<Event>(await this.#client._request("list_events", { query, options }));
   }
 
+  /** Every matching event (`for await`), newest first, fetching pages (by cursor) as the
+   * iteration reaches them: events recorded meanwhile do not shift them, so each comes once. */
   listAll(
-    params: Omit<EventListParams, "limit" | "offset"> = {},
+    params: Omit<EventListParams, "limit" | "offset" | "starting_after"> = {},
     options?: ListAllOptions,
   ): AsyncGenerator<Event, void, undefined> {
     const limit = pageSizeOf(options);
-    return iteratePages((offset) => this.list({ ...params, limit, offset }));
+    return iterateAfter((after) => this.list({ ...params, limit, starting_after: after }));
   }
 
   /** One event, with the state of its delivery to each endpoint. */

@@ -1,7 +1,7 @@
 /** `client.orders`: place, read, cancel and fulfil orders. */
 
 import type { CommerceClient, RequestOptions } from "../client.js";
-import { type ListAllOptions, Page, iteratePages, pageSizeOf } from "../pagination.js";
+import { type ListAllOptions, Page, iterateAfter, pageSizeOf, withTimestamps } from "../pagination.js";
 import type { Order, OrderCreateParams, OrderListParams } from "../types.js";
 
 export class Orders {
@@ -29,18 +29,21 @@ export class Orders {
     return this.#client._request("get_order", { pathParams: [id], options });
   }
 
-  /** One page of your orders, oldest first. `limit` defaults to 20 (max 100). */
+  /** One page of your orders, newest first. `limit` defaults to 20 (max 100);
+   * `starting_after`: the orders after this one (the last id of the page before). */
   async list(params: OrderListParams = {}, options: RequestOptions = {}): Promise<Page<Order>> {
-    return new Page(await this.#client._request("list_orders", { query: params, options }));
+    const query = withTimestamps(params);
+    return new Page(await this.#client._request("list_orders", { query, options }));
   }
 
-  /** Every matching order (`for await`), fetching pages as the iteration reaches them. */
+  /** Every matching order (`for await`), newest first, fetching pages (by cursor) as the
+   * iteration reaches them: orders placed meanwhile do not shift them, so each comes once. */
   listAll(
-    params: Omit<OrderListParams, "limit" | "offset"> = {},
+    params: Omit<OrderListParams, "limit" | "offset" | "starting_after"> = {},
     options?: ListAllOptions,
   ): AsyncGenerator<Order, void, undefined> {
     const limit = pageSizeOf(options);
-    return iteratePages((offset) => this.list({ ...params, limit, offset }));
+    return iterateAfter((after) => this.list({ ...params, limit, starting_after: after }));
   }
 
   /** Cancel a pending order and return its stock (`ConflictError` otherwise). */

@@ -153,11 +153,11 @@ describe("e2e: orders", { skip: SKIP }, () => {
     assert.deepEqual(await client.orders.get(order.id), order);
     const second = await client.orders.create({ customer_id: customer, items: [{ product_id: a.id, quantity: 1 }], shipping_address: ADDRESS });
     const page = await client.orders.list({ customer_id: customer, limit: 1 });
-    assert.deepEqual(page.data.map((o) => o.id), [order.id]);
+    assert.deepEqual(page.data.map((o) => o.id), [second.id]); // newest first
     assert.equal(page.pagination.total, 2);
     const ids = [];
     for await (const o of client.orders.listAll({ customer_id: customer }, { pageSize: 1 })) ids.push(o.id);
-    assert.deepEqual(ids, [order.id, second.id]);
+    assert.deepEqual(ids, [second.id, order.id]);
     const pending = await client.orders.list({ customer_id: customer, status: "pending" });
     assert.equal(pending.pagination.total, 2);
 
@@ -172,6 +172,46 @@ describe("e2e: orders", { skip: SKIP }, () => {
       return true;
     });
     assert.equal(requests - before, 1, "an illegal transition is not retried");
+  });
+
+  test("listAll sees each order and event once while orders arrive", async () => {
+    const [, , c] = await books();
+    const customer = `cus_arrivals_${Date.now()}`;
+    const orderNow = async () =>
+      (await client.orders.create({ customer_id: customer, items: [{ product_id: c.id, quantity: 1 }], shipping_address: ADDRESS })).id;
+    const placed = [];
+    for (let i = 0; i < 5; i++) placed.push(await orderNow());
+    const since = (await client.orders.get(placed[0])).created_at;
+
+    const seen = [];
+    for await (const o of client.orders.listAll({ customer_id: customer }, { pageSize: 2 })) {
+      seen.push(o.id);
+      await orderNow(); // a newer order at each step: it would shift offsets, never the cursor
+    }
+    assert.deepEqual(seen, placed.toReversed());
+
+    const mine = { created_gte: new Date(since), type: "order.created" }; // this test's events on
+    const existing = (await client.events.list({ ...mine, limit: 100 })).data.map((e) => e.id);
+    assert.equal(existing.length, 10);
+    const seenEvents = [];
+    for await (const e of client.events.listAll(mine, { pageSize: 3 })) {
+      seenEvents.push(e.id);
+      await orderNow();
+    }
+    assert.deepEqual(seenEvents, existing);
+
+    const after = await client.orders.list({ customer_id: customer, starting_after: placed[1] });
+    assert.deepEqual(after.data.map((o) => o.id), [placed[0]]);
+    await assert.rejects(client.orders.list({ starting_after: "ord_unknown" }), (error) => {
+      assert.ok(error instanceof NotFoundError);
+      assert.equal(error.details, "starting_after");
+      return true;
+    });
+    await assert.rejects(client.events.list({ created_gte: "yesterday" }), (error) => {
+      assert.ok(error instanceof InvalidRequestError);
+      assert.equal(error.details, "created_gte");
+      return true;
+    });
   });
 
   test("fulfill: with the admin key, and (sandbox) by the owning client", async () => {

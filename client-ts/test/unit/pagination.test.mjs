@@ -67,10 +67,43 @@ describe("listAll", () => {
     for await (const e of client.events.listAll({ type: "order.fulfilled" })) none.push(e);
     assert.deepEqual(none, []);
     assert.deepEqual(calls.map((c) => c.url.search), [
-      "?customer_id=cus_1&status=pending&limit=2&offset=0",
-      "?customer_id=cus_1&status=pending&limit=2&offset=2",
-      "?type=order.fulfilled&limit=100&offset=0",
+      "?customer_id=cus_1&status=pending&limit=2",
+      "?customer_id=cus_1&status=pending&limit=2&starting_after=ord_2",
+      "?type=order.fulfilled&limit=100",
     ]);
+  });
+
+  test("orders and events page by cursor: the last id of each page, never an offset", async () => {
+    const pages = [
+      json(200, { data: [order({ id: "ord_5" }), order({ id: "ord_4" })], pagination: PAGINATION(5, 2, 0) }),
+      json(200, { data: [order({ id: "ord_3" }), order({ id: "ord_2" })], pagination: PAGINATION(5, 2, 2) }),
+      json(200, { data: [order({ id: "ord_1" })], pagination: PAGINATION(5, 2, 4) }),
+    ];
+    const { client, calls } = await stubClient(pages);
+    const ids = [];
+    for await (const o of client.orders.listAll({}, { pageSize: 2 })) ids.push(o.id);
+    assert.deepEqual(ids, ["ord_5", "ord_4", "ord_3", "ord_2", "ord_1"]);
+    assert.deepEqual(
+      calls.map((c) => c.url.searchParams.get("starting_after")),
+      [null, "ord_4", "ord_2"],
+    );
+    assert.ok(calls.every((c) => !c.url.searchParams.has("offset")));
+  });
+
+  test("a time range takes a Date or RFC 3339 text", async () => {
+    const { client, calls } = await stubClient([
+      json(200, { data: [], pagination: PAGINATION(0, 20, 0) }),
+      json(200, { data: [], pagination: PAGINATION(0, 20, 0) }),
+    ]);
+    await client.events.list({ order_id: "ord_1", created_gte: new Date(Date.UTC(2026, 0, 1, 12)) });
+    await client.orders.list({ created_lt: "2026-02-01T00:00:00+01:00", starting_after: "ord_9" });
+    assert.deepEqual(
+      calls.map((c) => Object.fromEntries(c.url.searchParams)),
+      [
+        { order_id: "ord_1", created_gte: "2026-01-01T12:00:00.000Z" },
+        { created_lt: "2026-02-01T00:00:00+01:00", starting_after: "ord_9" },
+      ],
+    );
   });
 
   test("stops when the server clamps the page size", async () => {
