@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -33,6 +33,7 @@ from commerce_api.observability import metrics
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
 from commerce_api.orders import service as orders_service
+from commerce_api.orders.domain import expiry_sweep_seconds
 from commerce_api.orders.placement import OrderDesk
 from commerce_api.orders.routes import router as orders_router
 from commerce_api.ratelimit.limiter import RateLimiter
@@ -89,22 +90,53 @@ def rate_limit_store(settings: Settings) -> RateLimitStore:
 HOUSEKEEPING_INTERVAL_SECONDS = 600
 
 
-async def _housekeeping(db: Database, settings: Settings, stop: asyncio.Event) -> None:
-    """Periodic clean-up. Every process may run it; each step is safe to run concurrently.
+async def _every(
+    seconds: float, stop: asyncio.Event, what: str, work: Callable[[], Awaitable[object]]
+) -> None:
+    """Run ``work`` now and then every ``seconds`` until ``stop``; a failure is logged and
+    retried at the next turn. Every process may run such a loop: each job is safe to run
+    concurrently.
 
     Stopped by ``stop`` as well as by cancellation: on Python 3.11 a cancellation that arrives
     just as a database call inside the driver completes can be lost (``asyncio.wait_for``), and
     the task would then sleep out its interval during shutdown."""
     while not stop.is_set():
         try:
-            await orders_service.expire_pending_orders(db, settings.pending_order_ttl_seconds)
-            await idempotency.prune(db)
-            async with db.write() as conn:
-                await events.prune_events(conn)
+            await work()
         except Exception:
-            logger.exception("housekeeping failed; will retry")
+            logger.exception("%s failed; will retry", what)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), HOUSEKEEPING_INTERVAL_SECONDS)
+            await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def _housekeeping(db: Database) -> None:
+    """Periodic clean-up: idempotency keys and events past their retention."""
+    await idempotency.prune(db)
+    async with db.write() as conn:
+        await events.prune_events(conn)
+
+
+def _background_jobs(
+    db: Database, settings: Settings, stop: asyncio.Event
+) -> list[asyncio.Task[None]]:
+    """The periodic jobs: housekeeping every 10 minutes, and the pending-order sweep at the
+    interval its TTL needs (``orders.domain.expiry_sweep_seconds``)."""
+    ttl = settings.pending_order_ttl_seconds
+    jobs = [
+        asyncio.create_task(
+            _every(HOUSEKEEPING_INTERVAL_SECONDS, stop, "housekeeping", lambda: _housekeeping(db)),
+            name="housekeeping",
+        )
+    ]
+    if ttl > 0:
+        sweep = _every(
+            expiry_sweep_seconds(ttl),
+            stop,
+            "the pending-order sweep",
+            lambda: orders_service.expire_pending_orders(db, ttl),
+        )
+        jobs.append(asyncio.create_task(sweep, name="pending-order-sweep"))
+    return jobs
 
 
 # Not in the OpenAPI document: it is for the operator's monitoring, not for integrators.
@@ -163,10 +195,8 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         if isinstance(app, CommerceAPI):
             app.fast_lane = FastLane(services, pipeline, app.state.method_index.routes)
         stopping = asyncio.Event()
-        background = [
-            asyncio.create_task(_housekeeping(db, settings, stopping), name="housekeeping"),
-            asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up"),
-        ]
+        periodic = _background_jobs(db, settings, stopping)
+        warming = asyncio.create_task(read_path.catalog.warm(), name="catalog-warm-up")
         dispatcher = Dispatcher(settings, db, secret_box) if settings.run_dispatcher else None
         dispatching = None
         if dispatcher is not None:
@@ -186,8 +216,9 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             if dispatcher is not None and dispatching is not None:
                 await stop_dispatcher(dispatcher, dispatching)
             stopping.set()
-            background[0].cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            for job in periodic:
+                job.cancel()
+            await asyncio.gather(*periodic, warming, return_exceptions=True)
             await read_path.close()
             await order_desk.close()
             await limiter.close()

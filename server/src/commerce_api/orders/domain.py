@@ -65,3 +65,17 @@ class Line:
 
 def total_minor(lines: Iterable[Line]) -> int:
     return sum(line.amount_minor for line in lines)
+
+
+# How often each process sweeps for expired pending orders: every 5 % of the TTL, no more often
+# than every second and at least every 10 minutes. An order is then canceled within half of
+# max(30 s, 10 % of the TTL) after its TTL (the other half is the sweep's own time).
+EXPIRY_SWEEP_SHARE = 0.05
+MIN_EXPIRY_SWEEP_SECONDS = 1.0
+MAX_EXPIRY_SWEEP_SECONDS = 600.0
+
+
+def expiry_sweep_seconds(ttl_seconds: int) -> float:
+    """The interval between two sweeps for a TTL (``COMMERCE_PENDING_ORDER_TTL_SECONDS``)."""
+    share = ttl_seconds * EXPIRY_SWEEP_SHARE
+    return min(MAX_EXPIRY_SWEEP_SECONDS, max(MIN_EXPIRY_SWEEP_SECONDS, share))

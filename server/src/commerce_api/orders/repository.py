@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, func, select, update
+from sqlalchemy import ColumnElement, bindparam, func, select, text, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -15,8 +15,8 @@ from commerce_api.core.pagination import NewestFirst
 from commerce_api.storage import freshness, keyset
 from commerce_api.storage.bulk import execute_many, insert_returning, insert_rows
 from commerce_api.storage.db import Executor
+from commerce_api.storage.tables import ORDER_IS_PENDING, order_items, orders, products
 from commerce_api.storage.tables import idempotency_keys as keys
-from commerce_api.storage.tables import order_items, orders, products
 
 
 async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -> None:
@@ -121,10 +121,10 @@ async def change_status(
 async def pending_created_before(
     conn: AsyncConnection, cutoff: datetime, limit: int
 ) -> list[Row[Any]]:
-    """Pending orders older than ``cutoff``, oldest first."""
+    """Pending orders older than ``cutoff``, oldest first (on their partial index)."""
     query = (
         select(orders)
-        .where(orders.c.status == "pending", orders.c.created_at < cutoff)
+        .where(text(ORDER_IS_PENDING), orders.c.created_at < cutoff)
         .order_by(orders.c.created_at, orders.c.id)
         .limit(limit)
     )

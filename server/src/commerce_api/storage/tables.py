@@ -130,6 +130,10 @@ products = Table(
     ),
 )
 
+# The condition of the pending orders' partial index, spelled as a query must spell it for
+# the planner to use the index: a literal, never a bound parameter.
+ORDER_IS_PENDING = "status = 'pending'"
+
 orders = Table(
     "orders",
     metadata,
@@ -151,6 +155,14 @@ orders = Table(
     Index("ix_orders_account_status_order", "account_id", "status", "created_at", "id"),
     Index("ix_orders_account_customer_order", "account_id", "customer_id", "created_at", "id"),
     Index("ix_orders_created_order", "created_at", "id"),
+    # The pending-order sweep: only the pending orders, oldest first.
+    Index(
+        "ix_orders_pending_created",
+        "created_at",
+        "id",
+        sqlite_where=text(ORDER_IS_PENDING),
+        postgresql_where=text(ORDER_IS_PENDING),
+    ),
 )
 
 order_items = Table(
