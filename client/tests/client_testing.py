@@ -70,9 +70,13 @@ class MockAPI:
         details: str = "",
         message: str = "Something is wrong.",
         headers: Mapping[str, str] | None = None,
+        reason: str | None = None,
     ) -> MockAPI:
-        body = {"error": {"code": code, "message": message, "details": details}}
-        return self.reply(status, body, headers)
+        """An error answer; without ``reason``, as a server from before reasons wrote it."""
+        error = {"code": code, "message": message, "details": details}
+        if reason is not None:
+            error["reason"] = reason
+        return self.reply(status, {"error": error}, headers)
 
     def answer_with(self, respond: Callable[[httpx.Request], httpx.Response]) -> MockAPI:
         """Answer with ``respond(request)``."""

@@ -75,6 +75,65 @@ def test_the_error_tree_is_the_documented_one() -> None:
     assert issubclass(IdempotencyError, InvalidRequestError)
     assert issubclass(PermissionDeniedError, AuthenticationError)
     assert issubclass(commerce_client.APITimeoutError, commerce_client.APIConnectionError)
+    # Reasons refine the classes that existed before them: old ``except`` clauses still catch.
+    assert issubclass(commerce_client.ValidationFailedError, InvalidRequestError)
+    for cls in (
+        commerce_client.InsufficientStockError,
+        commerce_client.InvalidTransitionError,
+        commerce_client.IdempotencyKeyInUseError,
+    ):
+        assert issubclass(cls, ConflictError)
+    assert issubclass(commerce_client.IdempotencyKeyReusedError, IdempotencyError)
+    assert issubclass(commerce_client.QuotaExceededError, RateLimitError)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "reason", "error_class"),
+    [
+        (400, "invalid_request", "validation_failed", commerce_client.ValidationFailedError),
+        (409, "invalid_request", "insufficient_stock", commerce_client.InsufficientStockError),
+        (409, "invalid_request", "invalid_transition", commerce_client.InvalidTransitionError),
+        (
+            409,
+            "invalid_request",
+            "idempotency_key_in_use",
+            commerce_client.IdempotencyKeyInUseError,
+        ),
+        (
+            422,
+            "invalid_request",
+            "idempotency_key_reused",
+            commerce_client.IdempotencyKeyReusedError,
+        ),
+        (429, "rate_limited", "quota_exceeded", commerce_client.QuotaExceededError),
+        # Reasons without a class of their own: the status's class, with the reason.
+        (404, "not_found", "unknown_route", NotFoundError),
+        (400, "invalid_request", "malformed_request", InvalidRequestError),
+        (403, "unauthorized", "forbidden", PermissionDeniedError),
+        # A reason this version does not know.
+        (409, "invalid_request", "something_new", ConflictError),
+        # A reason whose class does not fit the status is not believed over the status.
+        (400, "invalid_request", "insufficient_stock", InvalidRequestError),
+    ],
+)
+def test_the_reason_picks_its_typed_error(
+    status: int, code: str, reason: str, error_class: type[CommerceError], sleeps: list[float]
+) -> None:
+    api = MockAPI().error(status, code, "items[0].quantity", "Why.", reason=reason)
+    with api.client(max_retries=0) as client, pytest.raises(error_class) as caught:
+        client.products.get("prod_1")
+    assert type(caught.value) is error_class
+    assert caught.value.reason == reason
+    assert caught.value.code == code
+    assert f"reason {reason}" in str(caught.value)
+
+
+def test_an_error_from_before_reasons_has_none(sleeps: list[float]) -> None:
+    api = MockAPI().error(409, "invalid_request", "items[0].quantity", "Not enough stock.")
+    with api.client(max_retries=0) as client, pytest.raises(ConflictError) as caught:
+        client.products.get("prod_1")
+    assert type(caught.value) is ConflictError
+    assert caught.value.reason is None
 
 
 def test_rate_limit_error_carries_retry_after_and_the_headers() -> None:
@@ -102,6 +161,7 @@ def test_an_error_without_the_envelope_still_maps_by_status(sleeps: list[float])
     with api.client(max_retries=0) as client, pytest.raises(ServerError) as caught:
         client.products.get("prod_1")
     assert caught.value.code is None
+    assert caught.value.reason is None
     assert caught.value.message == "The API answered 502 Bad Gateway."
     assert caught.value.body == "<html>Bad gateway</html>"  # the text, as it was not JSON
 

@@ -212,6 +212,31 @@ def test_idempotency_key_in_flight_409_is_retried_with_the_same_key(
     assert len(sleeps) == 1
 
 
+@pytest.mark.parametrize(
+    ("reason", "details", "retried"),
+    [
+        ("idempotency_key_in_use", "Idempotency-Key", True),
+        ("insufficient_stock", "items[0].quantity", False),
+        ("invalid_transition", "status", False),
+        # The reason decides over ``details`` when the server gives one.
+        ("insufficient_stock", "Idempotency-Key", False),
+    ],
+)
+def test_a_409_is_retried_by_its_reason(
+    reason: str, details: str, retried: bool, sleeps: list[float]
+) -> None:
+    api = MockAPI().error(409, "invalid_request", details, "Conflict.", reason=reason)
+    api.reply(201, order_json(), headers={"Idempotent-Replayed": "true"})
+    with api.client() as client:
+        if retried:
+            client.orders.create(**ORDER_REQUEST)
+        else:
+            with pytest.raises(commerce_client.ConflictError) as caught:
+                client.orders.create(**ORDER_REQUEST)
+            assert caught.value.reason == reason
+    assert len(api.requests) == (2 if retried else 1)
+
+
 def test_in_flight_409_that_persists_is_raised(sleeps: list[float]) -> None:
     api = MockAPI().error(409, "invalid_request", "Idempotency-Key", "Still in flight.")
     with api.client() as client, pytest.raises(commerce_client.ConflictError) as caught:

@@ -1,24 +1,35 @@
 """Every exception this library raises. Catch :class:`CommerceError` to catch them all::
 
-    CommerceError                      code, message, details, status_code, request_id, rate_limit
-    ├── APIConnectionError             no response: DNS, refused connection, reset, timeout
-    │   └── APITimeoutError            the request timed out
-    ├── APIStatusError                 the API answered 4xx/5xx: status_code, request_id, body
-    │   ├── InvalidRequestError        400, 405, 413, 415 and any other 4xx not listed below
-    │   │   ├── ConflictError          409: out of stock, illegal status change, or a request
-    │   │   │                               with the same Idempotency-Key still in flight
-    │   │   └── IdempotencyError       422: Idempotency-Key reused with a different request
-    │   ├── AuthenticationError        401: missing, unknown or revoked key
-    │   │   └── PermissionDeniedError  403: a valid key without the right role
-    │   ├── NotFoundError              404
-    │   ├── RateLimitError             429, with retry_after (seconds)
-    │   └── ServerError                5xx
-    └── WebhookVerificationError       verify_webhook(): unsigned, tampered or stale delivery
+    CommerceError                          code, reason, message, details, status_code,
+    │                                      request_id, rate_limit
+    ├── APIConnectionError                 no response: DNS, refused connection, reset, timeout
+    │   └── APITimeoutError                the request timed out
+    ├── APIStatusError                     the API answered 4xx/5xx: status_code, request_id, body
+    │   ├── InvalidRequestError            400, 405, 413, 415 and any other 4xx not listed below
+    │   │   ├── ValidationFailedError      400 validation_failed: fix the parameter in details
+    │   │   ├── ConflictError              409
+    │   │   │   ├── InsufficientStockError     insufficient_stock: not enough in stock
+    │   │   │   ├── InvalidTransitionError     invalid_transition: the order's status forbids it
+    │   │   │   └── IdempotencyKeyInUseError   idempotency_key_in_use: the first request with
+    │   │   │                                  this Idempotency-Key is still running (retried)
+    │   │   └── IdempotencyError           422
+    │   │       └── IdempotencyKeyReusedError  idempotency_key_reused: the key was used with
+    │   │                                      a different request
+    │   ├── AuthenticationError            401: missing, unknown or revoked key
+    │   │   └── PermissionDeniedError      403: a valid key without the right role
+    │   ├── NotFoundError                  404
+    │   ├── RateLimitError                 429, with retry_after (seconds)
+    │   │   └── QuotaExceededError         quota_exceeded: the window's requests are spent
+    │   └── ServerError                    5xx
+    └── WebhookVerificationError           verify_webhook(): unsigned, tampered or stale delivery
 
 ``code`` is the API's error code (``invalid_request``, ``unauthorized``, ``not_found``,
-``rate_limited``, ``server_error``); it is None when there was no API response (connection
-errors, webhook verification). ``details`` names the offending parameter, such as
-``items[0].quantity``, or carries the request id of a server error.
+``rate_limited``, ``server_error``) and ``reason`` the stable word that says why
+(``insufficient_stock``, ``invalid_transition``, … the table "Reasons" of the API's
+docs/design.md); both are None when there was no API response (connection errors, webhook
+verification). A reason this version does not know still sets ``reason``, on the class of its
+status. ``details`` names the offending parameter, such as ``items[0].quantity``, or carries
+the request id of a server error.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from __future__ import annotations
 import json
 import time
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -40,11 +51,17 @@ __all__ = [
     "CommerceError",
     "ConflictError",
     "IdempotencyError",
+    "IdempotencyKeyInUseError",
+    "IdempotencyKeyReusedError",
+    "InsufficientStockError",
     "InvalidRequestError",
+    "InvalidTransitionError",
     "NotFoundError",
     "PermissionDeniedError",
+    "QuotaExceededError",
     "RateLimitError",
     "ServerError",
+    "ValidationFailedError",
     "WebhookVerificationError",
 ]
 
@@ -59,6 +76,7 @@ class CommerceError(Exception):
         message: str,
         *,
         code: str | None = None,
+        reason: str | None = None,
         details: str = "",
         status_code: int | None = None,
         request_id: str | None = None,
@@ -67,6 +85,7 @@ class CommerceError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+        self.reason = reason
         self.details = details
         self.status_code = status_code
         self.request_id = request_id
@@ -78,6 +97,7 @@ class CommerceError(Exception):
             for name, value in (
                 ("status", self.status_code),
                 ("code", self.code),
+                ("reason", self.reason),
                 ("details", self.details or None),
                 ("request id", self.request_id),
             )
@@ -119,6 +139,32 @@ class IdempotencyError(InvalidRequestError):
     """422: the ``Idempotency-Key`` was already used with a different request."""
 
 
+class ValidationFailedError(InvalidRequestError):
+    """400 ``validation_failed``: a parameter is missing, invalid or unknown; ``details``
+    names it."""
+
+
+class InsufficientStockError(ConflictError):
+    """409 ``insufficient_stock``: an order line wants more than the product has
+    (``details``: ``items[i].quantity``). Not retried: retrying will not help until stock
+    returns."""
+
+
+class InvalidTransitionError(ConflictError):
+    """409 ``invalid_transition``: the order's status does not allow this (fulfilling a
+    canceled order, canceling one twice)."""
+
+
+class IdempotencyKeyInUseError(ConflictError):
+    """409 ``idempotency_key_in_use``: a request with the same ``Idempotency-Key`` is still
+    running. The client retries these itself; this is raised once its retries are spent."""
+
+
+class IdempotencyKeyReusedError(IdempotencyError):
+    """422 ``idempotency_key_reused``: the key was used with a different request; use a new key
+    for a new request."""
+
+
 class AuthenticationError(APIStatusError):
     """401 or 403: the key is missing, invalid, revoked, or lacks the role."""
 
@@ -138,6 +184,10 @@ class RateLimitError(APIStatusError):
         super().__init__(message, **kwargs)
         self.retry_after = retry_after
         """Seconds to wait before retrying (the ``Retry-After`` header), when given."""
+
+
+class QuotaExceededError(RateLimitError):
+    """429 ``quota_exceeded``: the account's requests for this window are spent."""
 
 
 class ServerError(APIStatusError):
@@ -166,19 +216,46 @@ def _class_for_status(status: int) -> type[APIStatusError]:
     return InvalidRequestError
 
 
-def error_envelope(response: httpx.Response) -> tuple[str | None, str | None, str]:
-    """``(code, message, details)`` of an error body; Nones when it is not the API's envelope
-    (a proxy's HTML page, say)."""
+# The typed subclass of each reason that has one, with the reason's status (each reason has
+# one); the other reasons get their status's class.
+_CLASS_FOR_REASON: dict[str, tuple[int, type[APIStatusError]]] = {
+    "validation_failed": (400, ValidationFailedError),
+    "insufficient_stock": (409, InsufficientStockError),
+    "invalid_transition": (409, InvalidTransitionError),
+    "idempotency_key_in_use": (409, IdempotencyKeyInUseError),
+    "idempotency_key_reused": (422, IdempotencyKeyReusedError),
+    "quota_exceeded": (429, QuotaExceededError),
+}
+
+
+def _class_for(status: int, reason: str | None) -> type[APIStatusError]:
+    """The reason's subclass when it has one and the status is the reason's, else the
+    status's class."""
+    refined = _CLASS_FOR_REASON.get(reason or "")
+    if refined is not None and refined[0] == status:
+        return refined[1]
+    return _class_for_status(status)
+
+
+class ErrorEnvelope(NamedTuple):
+    """The fields of the API's ``{"error": {...}}`` body."""
+
+    code: str | None
+    reason: str | None
+    message: str | None
+    details: str
+
+
+def error_envelope(response: httpx.Response) -> ErrorEnvelope:
+    """The fields of an error body; Nones when it is not the API's envelope (a proxy's HTML
+    page, say)."""
     try:
         error = json.loads(response.content)["error"]
-        code, message, details = error.get("code"), error.get("message"), error.get("details")
+        fields = [error.get(name) for name in ("code", "reason", "message", "details")]
     except (ValueError, KeyError, TypeError, AttributeError):
-        return None, None, ""
-    return (
-        code if isinstance(code, str) else None,
-        message if isinstance(message, str) else None,
-        details if isinstance(details, str) else "",
-    )
+        return ErrorEnvelope(None, None, None, "")
+    code, reason, message, details = (value if isinstance(value, str) else None for value in fields)
+    return ErrorEnvelope(code, reason, message, details or "")
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -205,10 +282,11 @@ def _body(response: httpx.Response) -> Any:
 
 def error_from_response(response: httpx.Response) -> APIStatusError:
     """The exception for a non-2xx response."""
-    code, message, details = error_envelope(response)
+    code, reason, message, details = error_envelope(response)
     status = response.status_code
     kwargs: dict[str, Any] = {
         "code": code,
+        "reason": reason,
         "details": details,
         "status_code": status,
         "body": _body(response),
@@ -216,13 +294,19 @@ def error_from_response(response: httpx.Response) -> APIStatusError:
         "rate_limit": RateLimitInfo.from_headers(response.headers),
     }
     text = message or f"The API answered {status} {response.reason_phrase}".rstrip() + "."
-    cls = _class_for_status(status)
-    if cls is RateLimitError:
-        return RateLimitError(text, retry_after=parse_retry_after(response.headers), **kwargs)
+    cls = _class_for(status, reason)
+    if issubclass(cls, RateLimitError):
+        return cls(text, retry_after=parse_retry_after(response.headers), **kwargs)
     return cls(text, **kwargs)
 
 
 def is_idempotency_in_flight(response: httpx.Response) -> bool:
     """A 409 meaning "a request with this Idempotency-Key is still running" (safe to retry),
-    as opposed to out-of-stock or an illegal transition (not retried)."""
-    return response.status_code == 409 and error_envelope(response)[2] == IDEMPOTENCY_KEY_HEADER
+    as opposed to out-of-stock or an illegal transition (not retried). Said by its reason; a
+    server from before reasons says it by naming the header in ``details``."""
+    if response.status_code != 409:
+        return False
+    envelope = error_envelope(response)
+    if envelope.reason is not None:
+        return envelope.reason == "idempotency_key_in_use"
+    return envelope.details == IDEMPOTENCY_KEY_HEADER
