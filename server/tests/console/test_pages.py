@@ -288,3 +288,19 @@ async def test_values_are_escaped_on_the_pages(console: httpx.AsyncClient, admin
     page = await console.get("/dashboard/products")
     assert "<script>alert(1)</script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+
+
+async def test_the_orders_and_events_pages_show_the_newest_first(
+    console: httpx.AsyncClient, admin_key: str, client_key: str
+) -> None:
+    """As the API lists them (issue 31); the webhooks page shows the account's newest events."""
+    product = await _product(console, admin_key)
+    first = await _order(console, client_key, product["id"])
+    second = await _order(console, client_key, product["id"])
+    orders = (await console.get("/dashboard/orders")).text
+    assert orders.index(second["id"]) < orders.index(first["id"])
+    events = await console.get(f"/v1/events?order_id={second['id']}", headers=bearer(client_key))
+    [newest] = events.json()["data"]
+    page = (await console.get("/dashboard/webhooks")).text
+    shown = re.findall(r"/dashboard/events/(evt_\w+)", page)
+    assert shown[0] == newest["id"]

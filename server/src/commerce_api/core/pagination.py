@@ -72,6 +72,9 @@ class NewestFirst:
     after: Position | None = None
 
 
+WHOLE_LIST = NewestFirst()  # no range, no cursor
+
+
 def check_cursor_alone(offset: int, starting_after: str | None) -> None:
     """Refuse an ``offset`` beside a cursor: the cursor already says where the page starts."""
     if starting_after is not None and offset:

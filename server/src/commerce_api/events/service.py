@@ -15,7 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError, not_found
 from commerce_api.core.ids import looks_like, new_id
-from commerce_api.core.pagination import NewestFirst, Position, check_cursor_alone, page
+from commerce_api.core.pagination import (
+    WHOLE_LIST,
+    NewestFirst,
+    Position,
+    check_cursor_alone,
+    page,
+)
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 from commerce_api.events import repository as events_repository
 from commerce_api.events.repository import EventFilter
@@ -90,11 +96,11 @@ async def list_events(
     principal: Principal,
     *,
     event_type: str | None,
-    order_id: str | None,
-    chosen: NewestFirst,
     limit: int,
     offset: int,
-    starting_after: str | None,
+    order_id: str | None = None,
+    chosen: NewestFirst = WHOLE_LIST,
+    starting_after: str | None = None,
 ) -> dict[str, Any]:
     """The caller's events (every account's for an admin key), newest first; with
     ``starting_after``, those after that event (which must be one the caller can see)."""

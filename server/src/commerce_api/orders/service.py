@@ -14,7 +14,13 @@ from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError, forbidden, invalid_request, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major
-from commerce_api.core.pagination import NewestFirst, Position, check_cursor_alone, page
+from commerce_api.core.pagination import (
+    WHOLE_LIST,
+    NewestFirst,
+    Position,
+    check_cursor_alone,
+    page,
+)
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 from commerce_api.events.service import record_event
 from commerce_api.orders import repository
@@ -24,6 +30,8 @@ from commerce_api.orders.domain import (
     Line,
     OrderAction,
     OrderStatus,
+    RequestedLine,
+    merge_lines,
     next_status,
     total_minor,
 )
@@ -80,39 +88,37 @@ async def _rendered(conn: AsyncConnection, order_id: str) -> dict[str, Any]:
     return render_order(order, await repository.lines_of(conn, [order_id]))
 
 
-def line_positions(principal: Principal, data: OrderCreate) -> dict[str, int]:
-    """Each product's line, in the order stock is taken (by product id: concurrent orders on
-    PostgreSQL then never wait on each other's row locks in a cycle). Refuses an order a key
-    without an account would place, and a product on two lines."""
+def requested_lines(principal: Principal, data: OrderCreate) -> list[RequestedLine]:
+    """The order's lines, each product once (two lines for one product are merged, their
+    quantities summed), in the request's order. Refuses an order a key without an account
+    would place."""
     if principal.account_id is None:
         raise forbidden("Orders are placed with a client key, for its account.")
-    positions: dict[str, int] = {}  # product → its (first) line
-    for index, item in enumerate(data.items):
-        positions.setdefault(item.product_id, index)
-    if len(positions) != len(data.items):
-        duplicate = next(
-            index for index, item in enumerate(data.items) if positions[item.product_id] != index
-        )
-        raise invalid_request(
-            f"Product `{data.items[duplicate].product_id}` appears twice; use one line with "
-            "the total quantity.",
-            f"items[{duplicate}].product_id",
-        )
-    return {product_id: positions[product_id] for product_id in sorted(positions)}
+    return merge_lines((item.product_id, item.quantity) for item in data.items)
 
 
 def check_units(data: OrderCreate, settings: Settings) -> None:
     """Refuse an order over the operator's unit limits (``COMMERCE_ORDER_MAX_UNITS_PER_LINE``,
-    ``COMMERCE_ORDER_MAX_UNITS``): one client must not reserve a product's whole stock."""
+    ``COMMERCE_ORDER_MAX_UNITS``): one client must not reserve a product's whole stock. The
+    lines for one product count as the one line they are merged into; the error names the
+    line that takes them over the limit."""
     per_line = settings.order_max_units_per_line
+    units: dict[str, int] = defaultdict(int)
     for index, item in enumerate(data.items):
-        if item.quantity > per_line:
+        units[item.product_id] += item.quantity
+        if units[item.product_id] > per_line:
+            merged = units[item.product_id] != item.quantity
             raise invalid_request(
-                f"A line may order at most {per_line} units.",
+                f"A line may order at most {per_line} units"
+                + (
+                    f"; the lines for `{item.product_id}` add up to {units[item.product_id]}."
+                    if merged
+                    else "."
+                ),
                 f"items[{index}].quantity",
                 reason="order_limit_exceeded",
             )
-    total = sum(item.quantity for item in data.items)
+    total = sum(units.values())
     if total > settings.order_max_units:
         raise invalid_request(
             f"An order may hold at most {settings.order_max_units} units in all; "
@@ -180,10 +186,10 @@ async def list_orders(
     *,
     status: str | None,
     customer_id: str | None,
-    chosen: NewestFirst,
     limit: int,
     offset: int,
-    starting_after: str | None,
+    chosen: NewestFirst = WHOLE_LIST,
+    starting_after: str | None = None,
 ) -> dict[str, Any]:
     """The caller's orders (every account's for an admin key), newest first; with
     ``starting_after``, those after that order (which must be one the caller can see)."""

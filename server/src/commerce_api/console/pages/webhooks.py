@@ -38,15 +38,11 @@ async def webhooks_page(request: Request, services: ServicesDep, session: Sessio
             endpoints = (
                 await webhooks.list_endpoints(conn, principal, limit=MAX_PAGE_SIZE, offset=0)
             )["data"]
-            newest = await event_service.list_events(
-                conn, principal, event_type=None, limit=1, offset=0
-            )
-            offset = max(0, newest["pagination"]["total"] - PAGE_SIZE)
-            events = (
+            events = (  # the newest
                 await event_service.list_events(
-                    conn, principal, event_type=None, limit=PAGE_SIZE, offset=offset
+                    conn, principal, event_type=None, limit=PAGE_SIZE, offset=0
                 )
-            )["data"][::-1]
+            )["data"]
     return render(
         request,
         "webhooks.html",
