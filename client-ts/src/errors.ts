@@ -2,21 +2,33 @@
  * Every error this library throws. Catch {@link CommerceError} to catch them all:
  *
  * ```text
- * CommerceError                      code, message, details, statusCode, requestId, rateLimit
- * ├── APIConnectionError             no response: DNS, refused connection, reset, timeout
- * │   └── APITimeoutError            the request timed out
- * ├── APIStatusError                 the API answered 4xx/5xx: statusCode, requestId, body
- * │   ├── InvalidRequestError        400, 405, 413, 415 and any other 4xx not listed below
- * │   │   ├── ConflictError          409: out of stock, illegal status change, or a request
- * │   │   │                               with the same Idempotency-Key still in flight
- * │   │   └── IdempotencyError       422: Idempotency-Key reused with a different request
- * │   ├── AuthenticationError        401: missing, unknown or revoked key
- * │   │   └── PermissionDeniedError  403: a valid key without the right role
- * │   ├── NotFoundError              404
- * │   ├── RateLimitError             429, with retryAfter (seconds)
- * │   └── ServerError                5xx
- * └── WebhookVerificationError       verifyWebhook(): unsigned, tampered or stale delivery
+ * CommerceError                          code, reason, message, details, statusCode,
+ * │                                      requestId, rateLimit
+ * ├── APIConnectionError                 no response: DNS, refused connection, reset, timeout
+ * │   └── APITimeoutError                the request timed out
+ * ├── APIStatusError                     the API answered 4xx/5xx: statusCode, requestId, body
+ * │   ├── InvalidRequestError            400, 405, 413, 415 and any other 4xx not listed below
+ * │   │   ├── ValidationFailedError      400 validation_failed: fix the parameter in details
+ * │   │   ├── ConflictError              409
+ * │   │   │   ├── InsufficientStockError     insufficient_stock: not enough in stock
+ * │   │   │   ├── InvalidTransitionError     invalid_transition: the order's status forbids it
+ * │   │   │   └── IdempotencyKeyInUseError   idempotency_key_in_use: the first request with
+ * │   │   │                                  this Idempotency-Key is still running (retried)
+ * │   │   └── IdempotencyError           422
+ * │   │       └── IdempotencyKeyReusedError  idempotency_key_reused: the key was used with a
+ * │   │                                      different request
+ * │   ├── AuthenticationError            401: missing, unknown or revoked key
+ * │   │   └── PermissionDeniedError      403: a valid key without the right role
+ * │   ├── NotFoundError                  404
+ * │   ├── RateLimitError                 429, with retryAfter (seconds)
+ * │   │   └── QuotaExceededError         quota_exceeded: the window's requests are spent
+ * │   └── ServerError                    5xx
+ * └── WebhookVerificationError           verifyWebhook(): unsigned, tampered or stale delivery
  * ```
+ *
+ * `reason` is the API's stable word for why (`insufficient_stock`, `invalid_transition`, … the
+ * table "Reasons" of the API's docs/design.md). A reason this version does not know still sets
+ * `reason`, on the class of its status.
  *
  * Mistakes in the client's configuration (a missing key, an unknown environment, a key for
  * the other environment) are a `TypeError` thrown by the constructor, before any request.
@@ -28,10 +40,14 @@ import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
 /** The API's error codes (`error.code` of an error body). */
 export type ErrorCode = ErrorDetail["code"];
 
+/** The API's error reasons (`error.reason` of an error body): each has one status and code. */
+export type ErrorReason = ErrorDetail["reason"];
+
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
 
 export interface CommerceErrorInit {
   code?: string | null;
+  reason?: string | null;
   details?: string;
   statusCode?: number | null;
   requestId?: string | null;
@@ -46,6 +62,9 @@ export class CommerceError extends Error {
   /** The API's error code (`invalid_request`, `unauthorized`, `not_found`, `rate_limited`,
    * `server_error`); null when there was no API response. */
   readonly code: ErrorCode | (string & {}) | null;
+  /** Why, as a stable word a program can switch on (`insufficient_stock`, …); null when there
+   * was no API response, or the server predates reasons. */
+  readonly reason: ErrorReason | (string & {}) | null;
   /** Specifics: the offending parameter (`items[0].quantity`), or a server error's request id. */
   readonly details: string;
   /** The HTTP status, or null when there was no response. */
@@ -59,6 +78,7 @@ export class CommerceError extends Error {
     super(message, init.cause === undefined ? undefined : { cause: init.cause });
     this.name = new.target.name;
     this.code = init.code ?? null;
+    this.reason = init.reason ?? null;
     this.details = init.details ?? "";
     this.statusCode = init.statusCode ?? null;
     this.requestId = init.requestId ?? null;
@@ -71,6 +91,7 @@ export class CommerceError extends Error {
       [
         ["status", this.statusCode],
         ["code", this.code],
+        ["reason", this.reason],
         ["details", this.details || null],
         ["request id", this.requestId],
       ] as const
@@ -113,6 +134,25 @@ export class ConflictError extends InvalidRequestError {}
 /** 422: the `Idempotency-Key` was already used with a different request. */
 export class IdempotencyError extends InvalidRequestError {}
 
+/** 400 `validation_failed`: a parameter is missing, invalid or unknown; `details` names it. */
+export class ValidationFailedError extends InvalidRequestError {}
+
+/** 409 `insufficient_stock`: an order line wants more than the product has (`details`:
+ * `items[i].quantity`). Not retried: retrying will not help until stock returns. */
+export class InsufficientStockError extends ConflictError {}
+
+/** 409 `invalid_transition`: the order's status does not allow this (fulfilling a canceled
+ * order, canceling one twice). */
+export class InvalidTransitionError extends ConflictError {}
+
+/** 409 `idempotency_key_in_use`: a request with the same `Idempotency-Key` is still running.
+ * The client retries these itself; this is thrown once its retries are spent. */
+export class IdempotencyKeyInUseError extends ConflictError {}
+
+/** 422 `idempotency_key_reused`: the key was used with a different request; use a new key for
+ * a new request. */
+export class IdempotencyKeyReusedError extends IdempotencyError {}
+
 /** 401 or 403: the key is missing, invalid, revoked, or lacks the role. */
 export class AuthenticationError extends APIStatusError {}
 
@@ -133,6 +173,9 @@ export class RateLimitError extends APIStatusError {
   }
 }
 
+/** 429 `quota_exceeded`: the account's requests for this window are spent. */
+export class QuotaExceededError extends RateLimitError {}
+
 /** 5xx: something failed on the server's side; `requestId` helps the operator. */
 export class ServerError extends APIStatusError {}
 
@@ -152,25 +195,49 @@ function classForStatus(status: number): ErrorClass {
   return InvalidRequestError;
 }
 
+/** The typed subclass of each reason that has one, with the reason's status (each reason has
+ * one); the other reasons get their status's class. */
+const CLASS_FOR_REASON: ReadonlyMap<string, readonly [number, ErrorClass]> = new Map<
+  ErrorReason,
+  readonly [number, ErrorClass]
+>([
+  ["validation_failed", [400, ValidationFailedError]],
+  ["insufficient_stock", [409, InsufficientStockError]],
+  ["invalid_transition", [409, InvalidTransitionError]],
+  ["idempotency_key_in_use", [409, IdempotencyKeyInUseError]],
+  ["idempotency_key_reused", [422, IdempotencyKeyReusedError]],
+  ["quota_exceeded", [429, QuotaExceededError]],
+]);
+
+/** The reason's subclass when it has one and the status is the reason's, else the status's. */
+function classFor(status: number, reason: string | null): ErrorClass {
+  const refined = reason === null ? undefined : CLASS_FOR_REASON.get(reason);
+  return refined !== undefined && refined[0] === status ? refined[1] : classForStatus(status);
+}
+
 export interface ErrorEnvelope {
   code: string | null;
+  reason: string | null;
   message: string | null;
   details: string;
 }
 
-/** `{code, message, details}` of an error body; nulls when it is not the API's envelope (a
- * proxy's HTML page, say). */
+const NO_ENVELOPE: ErrorEnvelope = { code: null, reason: null, message: null, details: "" };
+
+/** `{code, reason, message, details}` of an error body; nulls when it is not the API's
+ * envelope (a proxy's HTML page, say). */
 export function errorEnvelope(body: string): ErrorEnvelope {
   let error: unknown;
   try {
     error = (JSON.parse(body) as { error?: unknown } | null)?.error;
   } catch {
-    return { code: null, message: null, details: "" };
+    return { ...NO_ENVELOPE };
   }
-  if (typeof error !== "object" || error === null) return { code: null, message: null, details: "" };
-  const { code, message, details } = error as Record<string, unknown>;
+  if (typeof error !== "object" || error === null) return { ...NO_ENVELOPE };
+  const { code, reason, message, details } = error as Record<string, unknown>;
   return {
     code: typeof code === "string" ? code : null,
+    reason: typeof reason === "string" ? reason : null,
     message: typeof message === "string" ? message : null,
     details: typeof details === "string" ? details : "",
   };
@@ -191,14 +258,17 @@ export function parseRetryAfter(headers: Headers, nowMs: number = Date.now()): n
 }
 
 /** A 409 meaning "a request with this Idempotency-Key is still running" (safe to retry), as
- * opposed to out-of-stock or an illegal transition (not retried). */
+ * opposed to out-of-stock or an illegal transition (not retried). Said by its reason; a server
+ * from before reasons says it by naming the header in `details`. */
 export function isIdempotencyInFlight(status: number, body: string): boolean {
-  return status === 409 && errorEnvelope(body).details === IDEMPOTENCY_KEY_HEADER;
+  if (status !== 409) return false;
+  const { reason, details } = errorEnvelope(body);
+  return reason !== null ? reason === "idempotency_key_in_use" : details === IDEMPOTENCY_KEY_HEADER;
 }
 
 /** The error for a non-2xx response whose body was `body`. */
 export function errorFromResponse(response: Response, body: string): APIStatusError {
-  const { code, message, details } = errorEnvelope(body);
+  const { code, reason, message, details } = errorEnvelope(body);
   const status = response.status;
   let parsed: unknown = body;
   try {
@@ -208,6 +278,7 @@ export function errorFromResponse(response: Response, body: string): APIStatusEr
   }
   const init: CommerceErrorInit = {
     code,
+    reason,
     details,
     body: parsed,
     statusCode: status,
@@ -215,9 +286,10 @@ export function errorFromResponse(response: Response, body: string): APIStatusEr
     rateLimit: rateLimitFromHeaders(response.headers),
   };
   const text = message ?? `The API answered ${status} ${response.statusText}`.trimEnd() + ".";
-  const cls = classForStatus(status);
-  if (cls === RateLimitError) {
-    return new RateLimitError(text, { ...init, retryAfter: parseRetryAfter(response.headers) });
+  const cls = classFor(status, reason);
+  if (cls === RateLimitError || cls.prototype instanceof RateLimitError) {
+    const limited = cls as typeof RateLimitError;
+    return new limited(text, { ...init, retryAfter: parseRetryAfter(response.headers) });
   }
   return new cls(text, init);
 }

@@ -31,13 +31,20 @@ export {
   CommerceError,
   ConflictError,
   IdempotencyError,
+  IdempotencyKeyInUseError,
+  IdempotencyKeyReusedError,
+  InsufficientStockError,
   InvalidRequestError,
+  InvalidTransitionError,
   NotFoundError,
   PermissionDeniedError,
+  QuotaExceededError,
   RateLimitError,
   ServerError,
+  ValidationFailedError,
   WebhookVerificationError,
   type ErrorCode,
+  type ErrorReason,
 } from "./errors.js";
 export { MAX_PAGE_SIZE, Page, type ListAllOptions, type Pagination } from "./pagination.js";
 export type { RateLimitInfo } from "./rate-limit.js";

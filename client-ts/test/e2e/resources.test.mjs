@@ -14,6 +14,7 @@ import {
   InvalidRequestError,
   NotFoundError,
   PermissionDeniedError,
+  ValidationFailedError,
 } from "../../dist/index.js";
 import { HOST, SKIP, freePort, startServer } from "./server.mjs";
 
@@ -249,7 +250,9 @@ describe("e2e: orders", { skip: SKIP }, () => {
     ];
     for (const [params, details] of cases) {
       await assert.rejects(client.orders.create(params), (error) => {
-        assert.equal(error.constructor, InvalidRequestError, details);
+        assert.equal(error.constructor, ValidationFailedError, details);
+        assert.ok(error instanceof InvalidRequestError);
+        assert.equal(error.reason, "validation_failed");
         assert.equal(error.statusCode, 400);
         assert.equal(error.code, "invalid_request");
         assert.equal(error.details, details);

@@ -48,8 +48,9 @@ export async function waitFor(check, { timeoutMs = 15_000, everyMs = 50, what = 
 /**
  * Starts the server; resolves to `{ baseUrl, clientKey, adminKey, stop() }`. The client key is
  * the last line `serve --demo` prints; the admin key comes from `commerce-api keys create --admin`.
+ * `env`: settings (`COMMERCE_*` variables) of this server, over the defaults.
  */
-export async function startServer() {
+export async function startServer({ env: settings = {} } = {}) {
   const workdir = mkdtempSync(join(tmpdir(), "commerce-client-ts-"));
   const port = await freePort();
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("COMMERCE_")));
@@ -58,6 +59,7 @@ export async function startServer() {
     COMMERCE_ENVIRONMENT: "sandbox",
     COMMERCE_WEBHOOK_POLL_SECONDS: "0.1",
     COMMERCE_WEBHOOK_TIMEOUT_SECONDS: "5",
+    ...settings,
   });
   const child = spawn(COMMERCE_API, ["serve", "--host", HOST, "--port", String(port), "--demo"], {
     cwd: workdir,
