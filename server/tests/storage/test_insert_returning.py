@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
-from commerce_api.storage.bulk import insert_returning
+from commerce_api.storage.bulk import insert_returning, insert_rows
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys as keys
 
@@ -48,3 +48,23 @@ async def test_returns_the_rows_inserted_and_skips_the_conflicting_ones(db: Data
         (key, WHEN + timedelta(minutes=minutes))
         for key, minutes in (("a", 1), ("b", 2), ("c", 3), ("d", 4), ("e", 5))
     ]
+
+
+async def test_a_shared_timestamp_and_its_neighbours_each_keep_their_own_value(
+    db: Database,
+) -> None:
+    """A timestamp column's processor remembers the object it converted last (a batch's rows
+    share one ``now``): rows alternating between one shared object, equal copies of it and
+    other instants each store their own value, in both bulk writers."""
+    shared = WHEN
+    instants = [shared, shared, WHEN + timedelta(seconds=1), shared, WHEN.replace(), shared]
+    rows = [
+        {**claim(f"t{index}"), "locked_at": at, "created_at": at}
+        for index, at in enumerate(instants)
+    ]
+    await claim_all(db, rows[:3])
+    async with db.write_batch() as conn:
+        await insert_rows(conn, keys, rows[3:])
+    async with db.read() as conn:
+        stored = dict((await conn.execute(select(keys.c.key, keys.c.created_at))).all())
+    assert stored == {f"t{index}": at for index, at in enumerate(instants)}

@@ -134,22 +134,26 @@ async def pending_created_before(
 # --- the order desk's batch (placement.py) -----------------------------------------------------
 
 
+# The batch's reads, built once (a select built per batch costs more than running it).
+_STOCK = (
+    select(products.c.id, products.c.inventory_count, products.c.name, products.c.price_minor)
+    .where(products.c.id.in_(bindparam("ids", expanding=True)), products.c.archived_at.is_(None))
+    .order_by(products.c.id)
+)
+# FOR NO KEY UPDATE, the lock the stock's UPDATE takes: unlike FOR UPDATE, it does not wait for
+# the key-share locks other batches' order lines take on the product (their foreign key), which
+# would make two batches wait on each other in a cycle.
+_STOCK_LOCKED = _STOCK.with_for_update(key_share=True)
+
+
 async def stock_of(conn: Executor, product_ids: set[str], *, lock: bool) -> list[Row[Any]]:
     """The stock, name and price of the active products among ``product_ids``, in id order
     (``lock``: locked until the commit — PostgreSQL; SQLite's write transaction already
     excludes every other writer)."""
     if not product_ids:
         return []
-    query = (
-        select(products.c.id, products.c.inventory_count, products.c.name, products.c.price_minor)
-        .where(products.c.id.in_(sorted(product_ids)), products.c.archived_at.is_(None))
-        .order_by(products.c.id)
-    )
-    # FOR NO KEY UPDATE, the lock the stock's UPDATE takes: unlike FOR UPDATE, it does not
-    # wait for the key-share locks other batches' order lines take on the product (their
-    # foreign key), which would make two batches wait on each other in a cycle.
-    locked = query.with_for_update(key_share=True)
-    return list((await conn.execute(locked if lock else query)).all())
+    query = _STOCK_LOCKED if lock else _STOCK
+    return list((await conn.execute(query, {"ids": sorted(product_ids)})).all())
 
 
 _TAKE_STOCK = (
@@ -167,6 +171,18 @@ async def take_stock(conn: Executor, taken: Sequence[tuple[str, int]]) -> None:
         await freshness.touch(conn, freshness.STOCK)
 
 
+# Two plain IN lists: cheaper to run than a list of pairs; the pairs are sifted.
+_KEY_ROWS = (
+    select(keys)
+    .where(
+        keys.c.scope.in_(bindparam("scopes", expanding=True)),
+        keys.c.key.in_(bindparam("keys", expanding=True)),
+    )
+    .order_by(keys.c.scope, keys.c.key)
+)
+_KEY_ROWS_LOCKED = _KEY_ROWS.with_for_update()
+
+
 async def key_rows(
     conn: Executor, wanted: set[tuple[str, str]], *, lock: bool
 ) -> dict[tuple[str, str], Any]:
@@ -174,15 +190,11 @@ async def key_rows(
     (``lock``: locked until the commit, in key order)."""
     if not wanted:
         return {}
-    query = (  # two plain IN lists: cheaper to run than a list of pairs; the pairs are sifted
-        select(keys)
-        .where(
-            keys.c.scope.in_(sorted({scope for scope, _ in wanted})),
-            keys.c.key.in_(sorted({key for _, key in wanted})),
-        )
-        .order_by(keys.c.scope, keys.c.key)
-    )
-    rows = (await conn.execute(query.with_for_update() if lock else query)).all()
+    lists = {
+        "scopes": sorted({scope for scope, _ in wanted}),
+        "keys": sorted({key for _, key in wanted}),
+    }
+    rows = (await conn.execute(_KEY_ROWS_LOCKED if lock else _KEY_ROWS, lists)).all()
     return {(row.scope, row.key): row for row in rows if (row.scope, row.key) in wanted}
 
 

@@ -9,6 +9,7 @@ general parameter machinery, which costs more than the write itself on the hot l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Table, bindparam
@@ -17,6 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
+from sqlalchemy.types import TypeEngine
 
 from commerce_api.storage.db import Executor
 
@@ -88,7 +90,7 @@ def _compiled_multi_insert(
         for name in names:
             key = f"r{index}_{name}"
             column_type = table.c[name].type
-            slot_of[key] = (index, name, column_type.dialect_impl(dialect).bind_processor(dialect))
+            slot_of[key] = (index, name, _processor(column_type, dialect))
             row[name] = bindparam(key, type_=column_type)
         values.append(row)
     statement = (
@@ -118,13 +120,7 @@ async def execute_many(
         compiled = statement.compile(dialect=conn.dialect)  # type: ignore[attr-defined]
         order = compiled.positiontup
         assert order is not None, "a positional paramstyle (qmark, numeric_dollar)"
-        converters = [
-            (
-                name,
-                compiled.binds[name].type.dialect_impl(conn.dialect).bind_processor(conn.dialect),
-            )
-            for name in order
-        ]
+        converters = [(name, _processor(compiled.binds[name].type, conn.dialect)) for name in order]
         found = _STATEMENTS[cache_key] = (compiled.string, converters, statement)
     sql, converters, _ = found
     await conn.exec_driver_sql(sql, [_converted(row, converters) for row in rows])
@@ -152,12 +148,42 @@ def _compiled_insert(
         compiled = table.insert().compile(dialect=dialect, column_keys=list(names))
         order = compiled.positiontup
         assert order is not None, "a positional paramstyle (qmark, numeric_dollar)"
-        converters = [
-            (name, table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
-            for name in order
-        ]
+        converters = [(name, _processor(table.c[name].type, dialect)) for name in order]
         found = _INSERTS[cache_key] = (compiled.string, converters)
     return found
+
+
+def _processor(column_type: TypeEngine[Any], dialect: Dialect) -> Any:
+    """The dialect's bind processor of ``column_type`` (None: values go as they are); for a
+    timestamp, one that remembers its last conversion (see :class:`_LastConverted`)."""
+    convert = column_type.dialect_impl(dialect).bind_processor(dialect)
+    try:
+        timestamp = column_type.python_type is datetime
+    except NotImplementedError:  # a type that names no Python type
+        timestamp = False
+    return _LastConverted(convert) if convert is not None and timestamp else convert
+
+
+class _LastConverted:
+    """A bind processor that converts the very object it converted last without running again:
+    a batch's rows share one ``now`` (orders, lines, events, deliveries, keys), and SQLite's
+    timestamp processor (to naive UTC, then to text) costs more than the rest of a row.
+    Exact: the remembered object is held, so ``is`` cannot match another one; the pair is
+    replaced as one, so a thread reads a consistent one."""
+
+    __slots__ = ("convert", "last")
+
+    def __init__(self, convert: Any) -> None:
+        self.convert = convert
+        self.last: tuple[Any, Any] = (None, None)
+
+    def __call__(self, value: Any) -> Any:
+        seen, converted = self.last
+        if value is seen:
+            return converted
+        converted = self.convert(value)
+        self.last = (value, converted)
+        return converted
 
 
 def dialect_insert(conn: AsyncConnection | Executor) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, bindparam, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -121,17 +121,18 @@ async def subscribed_endpoints(
     return (await subscribers(conn, [account_id], event_type)).get(account_id, [])
 
 
+_SUBSCRIBERS = select(endpoints.c.id, endpoints.c.account_id, endpoints.c.event_types).where(
+    endpoints.c.account_id.in_(bindparam("accounts", expanding=True)),
+    endpoints.c.deleted_at.is_(None),
+    endpoints.c.enabled.is_(True),
+)
+
+
 async def subscribers(
     conn: Executor, account_ids: Collection[str], event_type: str
 ) -> dict[str, list[str]]:
     """Per account, its enabled endpoints that want this event type (one query for all)."""
-    result = await conn.execute(
-        select(endpoints.c.id, endpoints.c.account_id, endpoints.c.event_types).where(
-            endpoints.c.account_id.in_(sorted(account_ids)),
-            endpoints.c.deleted_at.is_(None),
-            endpoints.c.enabled.is_(True),
-        )
-    )
+    result = await conn.execute(_SUBSCRIBERS, {"accounts": sorted(account_ids)})
     found: dict[str, list[str]] = {}
     for row in result:
         if subscribes(row.event_types, event_type):
