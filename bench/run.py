@@ -22,10 +22,11 @@ process delivers as fast as it sells.
 
 Before and after: ``--baseline DIR`` names another checkout of this repository with its own
 installed venv (``DIR/.venv/bin/commerce-api``), say the commit before a change. Its ``serve``
-runs beside ours (same settings, same database; pinned alike) and each read, the create-order
-row and the flash sale's rows are measured again on it, in rounds alternating with ours, as
-``before: <scenario>`` rows; ``x before`` is our req/s over its (``x before by CPU``: its CPU
-per request over ours).
+runs beside ours (same settings; pinned alike; a copy of the same database, prepared at the
+baseline's newest migration, which each ``serve`` upgrades to its own) and each read, the
+create-order row and the flash sale's rows are measured again on it, in rounds alternating with
+ours, as ``before: <scenario>`` rows; ``x before`` is our req/s over its (``x before by CPU``:
+its CPU per request over ours).
 
 Results: bench/results/latest.{json,md,png} (``--output`` names them), rewritten after each
 backend and size, so an interrupted run keeps what it measured.
@@ -283,8 +284,9 @@ def measure_side_by_side(targets: list[Target], args: argparse.Namespace, **plac
             target.scenario.runs.append(result)
 
 
-async def prepare(database_url: str, products: int) -> tuple[str, str]:
-    """Migrate, load the catalogue, return (client key, a product id)."""
+async def prepare(database_url: str, products: int, revision: str = "head") -> tuple[str, str]:
+    """Migrate (to ``revision``: see :func:`shared_revision`), load the catalogue, return
+    (client key, a product id)."""
     from commerce_api.accounts import service as accounts
     from commerce_api.catalog import repository
     from commerce_api.core.ids import new_id
@@ -292,7 +294,7 @@ async def prepare(database_url: str, products: int) -> tuple[str, str]:
     from commerce_api.storage.db import Database
 
     db = Database(database_url)
-    await db.migrate()
+    await migrate(db, revision)
     now = utcnow()
     rows = [
         {
@@ -316,14 +318,72 @@ async def prepare(database_url: str, products: int) -> tuple[str, str]:
     return key.secret, str(rows[len(rows) // 2]["id"])
 
 
-async def create_database() -> tuple[str, str]:
+async def migrate(db: Any, revision: str) -> None:
+    """Upgrade ``db`` (a ``Database``) to ``revision`` with the project's own migrations."""
+    from alembic import command
+    from sqlalchemy.engine import Connection
+
+    from commerce_api.storage.migrations import alembic_config
+
+    def upgrade(connection: Connection) -> None:
+        command.upgrade(alembic_config(connection), revision)
+
+    async with db.write() as conn:
+        await conn.run_sync(upgrade)
+
+
+def shared_revision(args: argparse.Namespace) -> str:
+    """The schema the bench's databases are prepared at: with ``--baseline``, the baseline's
+    newest migration (each ``serve`` then upgrades its own copy to its own head at start: a
+    baseline that meets a revision it does not know refuses to start); else our head."""
+    if args.baseline is None:
+        return "head"
+    from alembic.script import ScriptDirectory
+
+    versions = Path(args.baseline) / "server" / "src" / "commerce_api" / "storage" / "migrations"
+    head = ScriptDirectory(str(versions)).get_current_head()
+    assert head is not None, f"no migrations in {versions}"
+    return head
+
+
+@contextmanager
+def baseline_database(
+    backend: str, database_url: str, path: Path, args: argparse.Namespace
+) -> Iterator[str | None]:
+    """With ``--baseline``, a copy of the prepared database for the baseline's ``serve`` (the
+    same catalogue, accounts and keys; None without): a SQLite backup into ``path``, or a
+    PostgreSQL database made from ours as its template, dropped at the end."""
+    if args.baseline is None:
+        yield None
+        return
+    if backend == "sqlite":
+        import sqlite3
+
+        source = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        copy = sqlite3.connect(path)
+        with contextlib.closing(source), contextlib.closing(copy):
+            source.backup(copy)
+        yield f"sqlite:///{path}"
+        return
+    from sqlalchemy.engine import make_url
+
+    template = make_url(database_url).database
+    database_name, copy_url = asyncio.run(create_database(template))
+    try:
+        yield copy_url
+    finally:
+        asyncio.run(drop_database(database_name))
+
+
+async def create_database(template: str | None = None) -> tuple[str, str]:
     import asyncpg
     from sqlalchemy.engine import make_url
 
     admin_dsn = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql")
     name = f"commerce_bench_{secrets.token_hex(4)}"
     conn = await asyncpg.connect(admin_dsn.render_as_string(False))
-    await conn.execute(f'CREATE DATABASE "{name}"')
+    copied = f' TEMPLATE "{template}"' if template else ""
+    await conn.execute(f'CREATE DATABASE "{name}"{copied}')
     await conn.close()
     return name, make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(False)
 
@@ -377,10 +437,13 @@ def baseline_cli(args: argparse.Namespace) -> str:
     return str(Path(args.baseline) / ".venv" / "bin" / "commerce-api")
 
 
-def baseline_env(env: dict[str, str]) -> dict[str, str]:
-    """Our server's environment for the baseline's: the same settings and database, its own
-    Redis key prefix, and no PYTHONPATH that could lend it our code."""
+def baseline_env(env: dict[str, str], database_url: str | None) -> dict[str, str]:
+    """Our server's environment for the baseline's: the same settings, its own copy of the
+    database (:func:`baseline_database`) and Redis key prefix, and no PYTHONPATH that could
+    lend it our code."""
     before = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    if database_url is not None:
+        before["COMMERCE_DATABASE_URL"] = database_url
     if "COMMERCE_REDIS_KEY_PREFIX" in before:
         before["COMMERCE_REDIS_KEY_PREFIX"] = f"commerce-bench-before-{secrets.token_hex(4)}:"
     return before
@@ -399,19 +462,24 @@ def bench_backend(
     backend: str, products: int, args: argparse.Namespace, work: Path
 ) -> list[Scenario]:
     with bench_database(backend, work / f"bench-{products}.db") as database_url:
-        key, product_id = asyncio.run(prepare(database_url, products))
-        return measure_service(backend, products, database_url, key, product_id, args, work)
+        key, product_id = asyncio.run(prepare(database_url, products, shared_revision(args)))
+        copy = work / f"bench-{products}-before.db"
+        with baseline_database(backend, database_url, copy, args) as before_url:
+            return measure_service(
+                backend, products, (database_url, before_url), key, product_id, args, work
+            )
 
 
 def measure_service(
     backend: str,
     products: int,
-    database_url: str,
+    databases: tuple[str, str | None],
     key: str,
     product_id: str,
     args: argparse.Namespace,
     work: Path,
 ) -> list[Scenario]:
+    database_url, before_database_url = databases
     auth = {"Authorization": f"Bearer {key}"}
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")},
@@ -451,7 +519,8 @@ def measure_service(
         if args.baseline is None:
             return contextlib.nullcontext()
         command = [baseline_cli(args), "serve", "--port", str(port), "--no-dispatcher"]
-        return process(pinned(0, command), {**baseline_env(env), **extra}, port)
+        before_env = baseline_env(env, before_database_url)
+        return process(pinned(0, command), {**before_env, **extra}, port)
 
     def target(name: str, url: str, headers: dict[str, str], pid: int, lua: str = "") -> Target:
         scenario = Scenario(backend, products, name, url.split(":", 2)[2].split("/", 1)[1])
@@ -500,7 +569,7 @@ def measure_service(
         endpoint = {"url": receiver_url + "/hook", "events": ["order.created"]}
         httpx.post(base + "/v1/webhook_endpoints", headers=auth, json=endpoint).raise_for_status()
         orders = [target("create order", base + "/v1/orders", auth, pid, script)]
-        if before_pid is not None:  # the same database; the script's keys are its own
+        if before_pid is not None:  # a copy of the same database; the script's keys its own
             before_script = order_script(work / "orders-before.lua", [product_id], "cus_bench")
             orders.append(
                 target(
@@ -543,9 +612,14 @@ SELL_OUT_BUYERS = 64
 def bench_flash_sale(backend: str, args: argparse.Namespace, work: Path) -> list[Scenario]:
     """Orders from two ``serve`` processes: all for one hot product, then spread over 1,000
     products; then the sell-out check (see :func:`sell_out`)."""
-    with bench_database(backend, work / "flash-sale.db") as database_url:
-        key, hot = asyncio.run(prepare(database_url, 1000))
+    with (
+        bench_database(backend, work / "flash-sale.db") as database_url,
+        contextlib.ExitStack() as copies,
+    ):
+        key, hot = asyncio.run(prepare(database_url, 1000, shared_revision(args)))
         ids, sell_out_id = asyncio.run(flash_sale_products(database_url))
+        copy = work / "flash-sale-before.db"
+        before_url = copies.enter_context(baseline_database(backend, database_url, copy, args))
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")},
             "COMMERCE_DATABASE_URL": database_url,
@@ -562,10 +636,10 @@ def bench_flash_sale(backend: str, args: argparse.Namespace, work: Path) -> list
         scenarios: list[Scenario] = []
         before_port = free_port()
         before: AbstractContextManager[int | None] = contextlib.nullcontext()
-        if args.baseline is not None:  # the same database and Redis, its own key prefix
+        if args.baseline is not None:  # a copy of the database; Redis, its own key prefix
             before_command = [baseline_cli(args), "serve", "--port", str(before_port)]
             before_command += command[command.index("--workers") :]
-            before = process(before_command, baseline_env(env), before_port)
+            before = process(before_command, baseline_env(env, before_url), before_port)
         with process(command, env, port) as pid:
             url = f"http://127.0.0.1:{port}/v1/orders"
             # The baseline's processes idle while ours are loaded, and ours while its are.
@@ -875,9 +949,9 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
         lines += [
             "",
             "`before:` rows: the same scenario on the baseline checkout's `serve` (same settings, "
-            "same database), measured in rounds alternating with ours; x before is our req/s "
-            "over its (medians), x before by CPU its CPU µs/request over ours: above 1, this "
-            "code is faster.",
+            "a copy of the same database), measured in rounds alternating with ours; x before is "
+            "our req/s over its (medians), x before by CPU its CPU µs/request over ours: above 1, "
+            "this code is faster.",
         ]
     hot = {s.backend: s for s in scenarios if s.name == HOT}
     if hot:
