@@ -133,6 +133,38 @@ async def test_a_body_past_its_deadline_is_answered_408_not_by_the_app() -> None
     assert (b"connection", b"close") in sent[0]["headers"]
 
 
+async def test_deadlines_are_per_request_and_another_cancellation_stays_one() -> None:
+    """One timer watches every request waiting for its body: the stalled one gets 408, the one
+    whose body comes in time its own answer, and a request cancelled for another reason (the
+    server going away) sees its cancellation, not a 408."""
+
+    async def echo(scope: Scope, receive: Receive, send: Send) -> None:
+        message = await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": message["body"]})
+
+    guard = _guard(echo, body_timeout=0.2, max_requests_per_client=5)
+
+    async def late_body() -> Message:
+        await asyncio.sleep(0.05)
+        return {"type": "http.request", "body": b"in time", "more_body": False}
+
+    stalled = asyncio.create_task(_call(guard, _scope("POST"), _never))
+    in_time = asyncio.create_task(_call(guard, _scope("POST"), late_body))
+    cancelled = asyncio.create_task(_call(guard, _scope("POST"), _never))
+    await asyncio.sleep(0.1)
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert next(m.get("status") for m in await stalled) == 408
+    answered = await in_time
+    assert answered[0]["status"] == 200
+    assert answered[1]["body"] == b"in time"
+    assert guard.deadlines.waiting == {}
+    assert guard.deadlines.cancelled == set()
+    assert guard.in_flight == {}
+
+
 async def test_what_follows_a_whole_body_has_no_deadline() -> None:
     messages = iter([{"type": "http.request", "body": b"{}", "more_body": False}])
 
