@@ -449,30 +449,6 @@ async def test_a_missing_customer_id_is_named_in_the_message(
     assert "customer_id" in error["message"]
 
 
-async def test_a_duplicated_product_names_its_second_occurrence(
-    client: httpx.AsyncClient, admin_key: str, client_key: str
-) -> None:
-    a = await create_product(client, admin_key)
-    b = await create_product(client, admin_key)
-    body = order_body((a, 1), (b, 1), (a, 2))
-    assert_error(
-        await place(client, client_key, body), 400, "invalid_request", "items[2].product_id"
-    )
-
-
-async def test_a_duplicated_product_is_refused_and_reserves_nothing(
-    db: Database, client: httpx.AsyncClient, admin_key: str, client_key: str
-) -> None:
-    a = await create_product(client, admin_key)
-    b = await create_product(client, admin_key)
-    before = await snapshot(db)
-    response = await place(client, client_key, order_body((b, 1), (a, 1), (a, 2)))
-    error = assert_error(response, 400, "invalid_request")
-    assert re.fullmatch(r"items\[[0-2]\]\.product_id", error["details"])
-    assert a in error["message"]
-    assert await snapshot(db) == before
-
-
 @pytest.mark.parametrize(
     ("content", "content_type", "status", "details"),
     [

@@ -67,6 +67,30 @@ def total_minor(lines: Iterable[Line]) -> int:
     return sum(line.amount_minor for line in lines)
 
 
+@dataclass(frozen=True, slots=True)
+class RequestedLine:
+    """One product's units in an order request: the quantities of its lines summed. ``index``
+    is its first line in the request, which an error about it names."""
+
+    product_id: str
+    quantity: int
+    index: int
+
+
+def merge_lines(items: Iterable[tuple[str, int]]) -> list[RequestedLine]:
+    """The request's ``(product id, quantity)`` lines with each product once, in the order the
+    products first appear: two lines for one product are one line of both quantities."""
+    merged: dict[str, RequestedLine] = {}
+    for index, (product_id, quantity) in enumerate(items):
+        first = merged.get(product_id)
+        merged[product_id] = (
+            RequestedLine(product_id, quantity, index)
+            if first is None
+            else RequestedLine(product_id, first.quantity + quantity, first.index)
+        )
+    return list(merged.values())
+
+
 # How often each process sweeps for expired pending orders: every 5 % of the TTL, no more often
 # than every second and at least every 10 minutes. An order is then canceled within half of
 # max(30 s, 10 % of the TTL) after its TTL (the other half is the sweep's own time).

@@ -65,7 +65,12 @@ from commerce_api.http.routing import JSON
 from commerce_api.orders import repository
 from commerce_api.orders.domain import EVENT_FOR_STATUS, Line, OrderStatus
 from commerce_api.orders.schemas import OrderCreate
-from commerce_api.orders.service import cannot_reserve, line_positions, new_order_rows, render_order
+from commerce_api.orders.service import (
+    cannot_reserve,
+    new_order_rows,
+    render_order,
+    requested_lines,
+)
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.group_commit import GroupCommit
@@ -235,7 +240,7 @@ async def _place(
             results[index] = exc if request.keyed is None else PlacementResult.of_error(exc)
             continue
         account_id = request.principal.account_id
-        assert account_id is not None  # line_positions refuses keys without an account
+        assert account_id is not None  # requested_lines refuses keys without an account
         order, items = new_order_rows(account_id, request.data, currency, lines)
         rendered = render_order(SimpleNamespace(**order), [SimpleNamespace(**i) for i in items])
         placed.append((order, items, rendered))
@@ -254,22 +259,25 @@ async def _place(
 
 
 def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:
-    """The order's lines, their units taken from ``stock`` — all of them or, raised, none."""
-    data = request.data
-    lines: dict[int, Line] = {}
-    for product_id, index in line_positions(request.principal, data).items():
-        quantity = data.items[index].quantity
-        product = stock.get(product_id)
+    """The order's lines (one per product, in the request's order), their units taken from
+    ``stock`` — all of them or, raised, none. Checked in product-id order, the order their
+    rows are locked in."""
+    wanted = requested_lines(request.principal, request.data)
+    lines: dict[str, Line] = {}
+    for line in sorted(wanted, key=lambda line: line.product_id):
+        product = stock.get(line.product_id)
         if product is None:
-            raise cannot_reserve(index, product_id, quantity, None)
+            raise cannot_reserve(line.index, line.product_id, line.quantity, None)
         left = product.available - product.taken
-        if left < quantity:
+        if left < line.quantity:
             product.refused = True
-            raise cannot_reserve(index, product_id, quantity, left)
-        lines[index] = Line(product_id, product.name, quantity, product.price_minor)
-    for line in lines.values():
-        stock[line.product_id].taken += line.quantity
-    return [lines[index] for index in range(len(data.items))]
+            raise cannot_reserve(line.index, line.product_id, line.quantity, left)
+        lines[line.product_id] = Line(
+            line.product_id, product.name, line.quantity, product.price_minor
+        )
+    for taken in lines.values():
+        stock[taken.product_id].taken += taken.quantity
+    return [lines[line.product_id] for line in wanted]
 
 
 async def _products(conn: Executor, product_ids: set[str], *, lock: bool) -> dict[str, _Stock]:

@@ -58,7 +58,8 @@ class OrderCreate(RequestModel):
     items: list[OrderItemCreate] = Field(
         min_length=1,
         max_length=MAX_ITEMS,
-        description="1 to 100 lines, each for a different product.",
+        description="1 to 100 lines; lines for the same product are merged into one, their "
+        "quantities summed.",
     )
     shipping_address: ShippingAddress
 

@@ -18,7 +18,6 @@ from commerce_api.core.pagination import (
     WHOLE_LIST,
     NewestFirst,
     Position,
-    check_cursor_alone,
     page,
 )
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
@@ -192,8 +191,8 @@ async def list_orders(
     starting_after: str | None = None,
 ) -> dict[str, Any]:
     """The caller's orders (every account's for an admin key), newest first; with
-    ``starting_after``, those after that order (which must be one the caller can see)."""
-    check_cursor_alone(offset, starting_after)
+    ``starting_after``, those after that order (which must be one the caller can see), the
+    ``offset`` counted from there."""
     account_id = None if principal.is_admin else principal.account_id
     total = await repository.count_orders(conn, account_id, status, customer_id, chosen)
     skip = offset
@@ -201,7 +200,7 @@ async def list_orders(
         cursor = await _load_cursor(conn, principal, starting_after)
         chosen = replace(chosen, after=Position(cursor.created_at, cursor.id))
         after = await repository.count_orders(conn, account_id, status, customer_id, chosen)
-        offset, skip = max(total - after, 0), 0  # the items before the page, which it skips
+        offset = max(total - after, 0) + skip  # the items before the page
     rows = (
         await repository.page_orders(conn, account_id, status, customer_id, chosen, limit, skip)
         if offset < total
