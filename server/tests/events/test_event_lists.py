@@ -127,7 +127,7 @@ async def test_starting_after_keeps_the_type_filter(
         ({"order_id": "ord_" + "x" * 61}, "order_id"),
         ({"order_id": "ord_\n"}, "order_id"),
         ({"starting_after": ""}, "starting_after"),
-        ({"starting_after": "evt_x", "offset": 2}, "offset"),
+        ({"starting_after": "evt_x", "offset": -1}, "offset"),
     ],
 )
 async def test_bad_list_parameters_are_400_naming_them(

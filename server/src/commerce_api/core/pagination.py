@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
-from commerce_api.core.errors import invalid_request
 from commerce_api.core.timestamps import Timestamp
 
 DEFAULT_PAGE_SIZE = 20
@@ -27,7 +26,7 @@ StartingAfter = Annotated[
         max_length=MAX_ID_LENGTH,
         description="A cursor: the items after the one with this id, in the list's order "
         "(pass the last id of a page to get the next). Items created meanwhile never shift "
-        "it. `offset` must then be 0 or absent. An id you cannot see is a 404.",
+        "it; an `offset` counts from it. An id you cannot see is a 404.",
     ),
 ]
 CreatedGte = Annotated[
@@ -73,13 +72,3 @@ class NewestFirst:
 
 
 WHOLE_LIST = NewestFirst()  # no range, no cursor
-
-
-def check_cursor_alone(offset: int, starting_after: str | None) -> None:
-    """Refuse an ``offset`` beside a cursor: the cursor already says where the page starts."""
-    if starting_after is not None and offset:
-        raise invalid_request(
-            "`offset` cannot be combined with `starting_after`: the cursor already says where "
-            "the page starts. Send one or the other.",
-            "offset",
-        )

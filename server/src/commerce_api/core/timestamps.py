@@ -32,7 +32,7 @@ def from_sqlite(value: str | None) -> datetime | None:
 
 # RFC 3339's date-time: a date, a time and a zone (``Z`` or an offset), nothing else (pydantic
 # alone also takes Unix times and naive ones).
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def _rfc3339_text(value: object) -> object:
@@ -47,8 +47,8 @@ def _rfc3339_text(value: object) -> object:
 def _in_utc(value: datetime) -> datetime:
     try:
         return value.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise ValueError("must fall between the years 1 and 9999 in UTC") from None
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC: as early as any
+        return (datetime.min if value.year == 1 else datetime.max).replace(tzinfo=UTC)
 
 
 # A timestamp a request gives (``created_gte``…), as UTC.

@@ -19,7 +19,6 @@ from commerce_api.core.pagination import (
     WHOLE_LIST,
     NewestFirst,
     Position,
-    check_cursor_alone,
     page,
 )
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
@@ -103,8 +102,8 @@ async def list_events(
     starting_after: str | None = None,
 ) -> dict[str, Any]:
     """The caller's events (every account's for an admin key), newest first; with
-    ``starting_after``, those after that event (which must be one the caller can see)."""
-    check_cursor_alone(offset, starting_after)
+    ``starting_after``, those after that event (which must be one the caller can see), the
+    ``offset`` counted from there."""
     wanted = EventFilter(_event_scope(principal), event_type, order_id, chosen)
     total = await events_repository.count_events(conn, wanted)
     skip = offset
@@ -112,8 +111,8 @@ async def list_events(
         cursor = await _load_cursor(conn, principal, starting_after)
         after = Position(cursor.created_at, cursor.id)
         wanted = replace(wanted, chosen=replace(chosen, after=after))
-        # The items before the page, which the cursor skips.
-        offset, skip = max(total - await events_repository.count_events(conn, wanted), 0), 0
+        after_count = await events_repository.count_events(conn, wanted)
+        offset = max(total - after_count, 0) + skip  # the items before the page
     rows = await events_repository.page_events(conn, wanted, limit, skip) if offset < total else []
     return page([render_event(row) for row in rows], total, limit, offset)
 
