@@ -112,10 +112,10 @@ async def categories(conn: AsyncConnection) -> list[str]:
 
 
 async def order_events(conn: AsyncConnection, account_id: str, order_id: str) -> list[Row[Any]]:
-    """The events about one order (their ``data`` is the order), oldest first."""
+    """The events about one order, oldest first (on ``ix_events_order_id_order``)."""
     result = await conn.execute(
         select(events.c.id, events.c.type, events.c.created_at)
-        .where(events.c.account_id == account_id, events.c.data["id"].as_string() == order_id)
+        .where(events.c.account_id == account_id, events.c.order_id == order_id)
         .order_by(events.c.created_at, events.c.id)
     )
     return list(result.all())
