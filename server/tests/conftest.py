@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 
 from commerce_api.accounts import service as accounts
 from commerce_api.app.factory import create_app
-from commerce_api.http.dependencies import Services
+from commerce_api.app.services import Services
 from commerce_api.settings import Settings, Tier
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import metadata

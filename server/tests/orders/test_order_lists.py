@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
+from commerce_api.app.services import Services
 from commerce_api.core.ids import new_id
-from commerce_api.http.dependencies import Services
 from commerce_api.storage.db import Database
 from tests.conftest import KeyFactory
 from tests.factories import place_ok

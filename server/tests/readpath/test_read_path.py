@@ -38,11 +38,11 @@ from starlette.types import Receive, Scope, Send
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import generate_key
 from commerce_api.app.fastlane import FastLane
+from commerce_api.app.services import Services
 from commerce_api.catalog import repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE
-from commerce_api.http.dependencies import Services
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings

@@ -66,5 +66,7 @@ async def test_a_shared_timestamp_and_its_neighbours_each_keep_their_own_value(
     async with db.write_batch() as conn:
         await insert_rows(conn, keys, rows[3:])
     async with db.read() as conn:
-        stored = dict((await conn.execute(select(keys.c.key, keys.c.created_at))).all())
+        stored: dict[str, datetime] = dict(
+            (await conn.execute(select(keys.c.key, keys.c.created_at))).tuples().all()
+        )
     assert stored == {f"t{index}": at for index, at in enumerate(instants)}

@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from commerce_api import __version__
 from commerce_api.app.fastlane import FastLane
+from commerce_api.app.services import open_services
 from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.console import routes as console
 from commerce_api.console.routes import router as console_router
@@ -23,7 +24,7 @@ from commerce_api.core.errors import APIError, install_error_handlers
 from commerce_api.events import service as events
 from commerce_api.events.routes import events_router
 from commerce_api.http import idempotency
-from commerce_api.http.dependencies import Services, ServicesDep
+from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.middleware import ErrorGuardMiddleware
 from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.http.pipeline import Pipeline, PipelineMiddleware, RequestObserver
@@ -34,14 +35,9 @@ from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.domain import expiry_sweep_seconds
-from commerce_api.orders.placement import OrderDesk
 from commerce_api.orders.routes import router as orders_router
-from commerce_api.ratelimit.limiter import RateLimiter
-from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
-from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
-from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.routes import endpoints_router
 
@@ -78,13 +74,6 @@ async def readyz(services: ServicesDep) -> Response:
             reason="service_unavailable",
         ) from exc
     return json_response({"status": "ok"})
-
-
-def rate_limit_store(settings: Settings) -> RateLimitStore:
-    """Redis when configured (several processes), else counters in this process."""
-    if settings.redis_url:
-        return RedisStore(settings.redis_url, settings.redis_key_prefix)
-    return MemoryStore()
 
 
 HOUSEKEEPING_INTERVAL_SECONDS = 600
@@ -176,19 +165,8 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = Database(settings.database_url)
-        limiter = RateLimiter(settings, rate_limit_store(settings))
-        secret_box = await webhooks.open_secret_box(settings, db)
-        read_path = await ReadPath.open(db, settings.environment)
-        order_desk = OrderDesk(db, settings.currency, secret_box)
-        services = Services(
-            settings=settings,
-            db=db,
-            rate_limiter=limiter,
-            secret_box=secret_box,
-            read_path=read_path,
-            orders=order_desk,
-        )
+        services = await open_services(settings)
+        db, secret_box, read_path = services.db, services.secret_box, services.read_path
         app.state.services = services
         pipeline = Pipeline(services, observer, app.state.method_index, console.uncounted)
         app.state.pipeline = pipeline
@@ -219,10 +197,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             for job in periodic:
                 job.cancel()
             await asyncio.gather(*periodic, warming, return_exceptions=True)
-            await read_path.close()
-            await order_desk.close()
-            await limiter.close()
-            await db.dispose()
+            await services.close()
             observer.flush()  # the request log's last lines (and the last metrics)
             metrics.process_exited()
 

@@ -40,10 +40,10 @@ from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api.app.fastlane_routes import ServedRoute, Unserved
+from commerce_api.app.services import Services
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError, render_exception
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
-from commerce_api.http.dependencies import Services
 from commerce_api.http.middleware import unexpected_failure
 from commerce_api.http.pipeline import (
     Pipeline,

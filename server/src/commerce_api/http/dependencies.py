@@ -1,9 +1,10 @@
-"""Request dependencies: the services container, the caller's key and role."""
+"""Request dependencies: the services (as the HTTP layer knows them: ``http.services``; the
+routes that use the packages' own types ask ``app.services.ServicesDep``), the caller's key and
+role."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import Depends, Request
 
@@ -11,31 +12,12 @@ from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import forbidden
 from commerce_api.http.context import RequestContext, context
 from commerce_api.http.pipeline import authenticate
-from commerce_api.ratelimit.limiter import RateLimiter
-from commerce_api.settings import Settings
-from commerce_api.storage.crypto import SecretBox
-from commerce_api.storage.db import Database
-
-if TYPE_CHECKING:
-    # The packages above this layer, named for annotations only (their routes import this).
-    from commerce_api.orders.placement import OrderDesk
-    from commerce_api.readpath.service import ReadPath
+from commerce_api.http.services import RequestServices
 
 
-@dataclass(frozen=True, slots=True)
-class Services:
-    """What a request handler needs, built once per process by the app's lifespan."""
-
-    settings: Settings
-    db: Database
-    rate_limiter: RateLimiter
-    secret_box: SecretBox
-    read_path: ReadPath
-    orders: OrderDesk  # places orders in batches that share a commit (orders/placement.py)
-
-
-def get_services(request: Request) -> Services:
-    services: Services = request.app.state.services
+def get_services(request: Request) -> RequestServices:
+    """The services the app's lifespan assembled (``app.services``)."""
+    services: RequestServices = request.app.state.services
     return services
 
 
@@ -67,9 +49,9 @@ async def admin_principal(principal: CurrentPrincipal) -> Principal:
 AdminPrincipal = Annotated[Principal, Depends(admin_principal)]
 
 
-async def request_services(request: Request) -> Services:
+async def request_services(request: Request) -> RequestServices:
     # async: FastAPI would run a plain function dependency on a worker thread (~50 µs a call).
     return get_services(request)
 
 
-ServicesDep = Annotated[Services, Depends(request_services)]
+ServicesDep = Annotated[RequestServices, Depends(request_services)]

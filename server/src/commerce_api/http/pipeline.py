@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from commerce_api.accounts.service import Principal, bearer_token
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.http.context import RequestContext, context
+from commerce_api.http.services import Authenticator, RequestServices
 from commerce_api.observability import AnsweredRequest
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.batching import Batch
@@ -47,9 +48,7 @@ from commerce_api.observability.metrics import (
 from commerce_api.settings import Tier
 
 if TYPE_CHECKING:
-    from commerce_api.http.dependencies import Services
     from commerce_api.http.routing import MethodIndex
-    from commerce_api.readpath.service import ReadPath
 
 # For the operator's infrastructure: not counted against any quota.
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
@@ -57,7 +56,7 @@ JSON_HEADER = (b"content-type", b"application/json")
 
 
 async def authenticate(
-    read_path: ReadPath, ctx: RequestContext, authorization: str | None
+    read_path: Authenticator, ctx: RequestContext, authorization: str | None
 ) -> Principal:
     """The caller of this request (401 without a valid key), memoised: failures too."""
     if ctx.principal is not None:
@@ -210,7 +209,7 @@ class Pipeline:
 
     def __init__(
         self,
-        services: Services,
+        services: RequestServices,
         observer: RequestObserver,
         routes: MethodIndex,
         uncounted: Callable[[str], bool] = lambda _path: False,

@@ -23,12 +23,12 @@ from commerce_api.http.declaration import (
     takes_body_anywhere,
 )
 from commerce_api.http.dependencies import (
-    Services,
     admin_principal,
     current_principal,
     get_services,
 )
 from commerce_api.http.schemas import ErrorResponse
+from commerce_api.http.services import RequestServices
 
 JSON = "application/json"
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
@@ -164,7 +164,7 @@ async def _self_managed(
 
 
 async def run_self_managed(
-    services: Services,
+    services: RequestServices,
     request: Request,
     keyed: idempotency.KeyedRequest,
     run: Callable[[], Awaitable[Response]],

@@ -1,0 +1,64 @@
+"""The services a request handler needs, assembled once per process by the app's lifespan
+(``factory.py``): the container (``Services``), and how it is opened and closed.
+
+Routes ask for it with ``http.dependencies.ServicesDep``, typed with the protocols of
+``http.services`` (the layer below the packages cannot name their types); this container
+has those, as the assignment at the end has mypy check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commerce_api.http.services import RequestServices
+from commerce_api.orders.placement import OrderDesk
+from commerce_api.ratelimit.limiter import RateLimiter
+from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
+from commerce_api.readpath.service import ReadPath
+from commerce_api.settings import Settings
+from commerce_api.storage.crypto import SecretBox
+from commerce_api.storage.db import Database
+from commerce_api.webhooks import service as webhooks
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What a request handler needs, built once per process by :func:`open_services`."""
+
+    settings: Settings
+    db: Database
+    rate_limiter: RateLimiter
+    secret_box: SecretBox
+    read_path: ReadPath
+    orders: OrderDesk  # places orders in batches that share a commit (orders/placement.py)
+
+    async def close(self) -> None:
+        """Close what :func:`open_services` opened, the database last."""
+        await self.read_path.close()
+        await self.orders.close()
+        await self.rate_limiter.close()
+        await self.db.dispose()
+
+
+def rate_limit_store(settings: Settings) -> RateLimitStore:
+    """Redis when configured (counters shared by every process), else in-process counters."""
+    if settings.redis_url:
+        return RedisStore(settings.redis_url, settings.redis_key_prefix)
+    return MemoryStore()
+
+
+async def open_services(settings: Settings) -> Services:
+    """Open the database, the rate limiter, the secret box, the read path and the order desk."""
+    db = Database(settings.database_url)
+    secret_box = await webhooks.open_secret_box(settings, db)
+    return Services(
+        settings=settings,
+        db=db,
+        rate_limiter=RateLimiter(settings, rate_limit_store(settings)),
+        secret_box=secret_box,
+        read_path=await ReadPath.open(db, settings.environment),
+        orders=OrderDesk(db, settings.currency, secret_box),
+    )
+
+
+_CONFORMS: type[RequestServices] = Services  # what the routes are given has what they use
