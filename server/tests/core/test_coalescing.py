@@ -4,10 +4,14 @@ those — ``Rounds`` with one result for all, ``RequestBatcher`` with a result e
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
 from commerce_api.core.coalescing import RequestBatcher, Rounds
+
+T = TypeVar("T")
 
 
 class Recorder:
@@ -63,18 +67,26 @@ async def test_a_failed_round_fails_its_callers_only() -> None:
     assert await rounds.join("z") == (2, 0)
 
 
-async def test_a_cancelled_caller_does_not_cancel_the_round() -> None:
-    recorder = Recorder()
-    rounds: Rounds[str, int] = Rounds(recorder.send)
-    recorder.gate.clear()
-    leaving = asyncio.create_task(rounds.join("leaves"))
-    staying = asyncio.create_task(rounds.join("stays"))
-    await recorder.started.wait()
+async def leave_while_sent(
+    join: Callable[[str], Coroutine[Any, Any, T]], gate: asyncio.Event, started: asyncio.Event
+) -> T:
+    """Two callers in one flight, the first cancelled while it is being sent (held at
+    ``gate``); the second's result."""
+    gate.clear()
+    leaving = asyncio.create_task(join("leaves"))
+    staying = asyncio.create_task(join("stays"))
+    await started.wait()
     leaving.cancel()
     with pytest.raises(asyncio.CancelledError):
         await leaving
-    recorder.gate.set()
-    assert await staying == (1, 1)
+    gate.set()
+    return await staying
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_round() -> None:
+    recorder = Recorder()
+    rounds: Rounds[str, int] = Rounds(recorder.send)
+    assert await leave_while_sent(rounds.join, recorder.gate, recorder.started) == (1, 1)
 
 
 # --- RequestBatcher: a result per caller --------------------------------------------------------
@@ -140,15 +152,7 @@ async def test_callers_with_one_exclusive_key_never_share_a_batch() -> None:
 async def test_a_cancelled_caller_s_arg_stays_in_its_batch_for_the_others() -> None:
     sender = Sender()
     batcher: RequestBatcher[str, str] = RequestBatcher(sender.send)
-    sender.gate.clear()
-    leaving = asyncio.create_task(batcher.submit("leaves"))
-    staying = asyncio.create_task(batcher.submit("stays"))
-    await sender.started.wait()
-    leaving.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await leaving
-    sender.gate.set()
-    assert await staying == "STAYS"
+    assert await leave_while_sent(batcher.submit, sender.gate, sender.started) == "STAYS"
     assert sender.batches == [["leaves", "stays"]]
 
 

@@ -10,10 +10,10 @@ from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import (
     PAGE_SIZE,
     PREFIX,
+    change_then_redirect,
     for_account,
     page_number,
     pagination,
-    redirect,
     render,
 )
 from commerce_api.console.sessions import ConsoleSession
@@ -107,22 +107,23 @@ async def order_status(order_id: str, services: ServicesDep, session: SessionDep
 async def fulfil_order(
     order_id: str, request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
-    try:
-        async with services.db.write() as conn:
-            await orders.fulfill_order(
-                conn, session.principal, order_id, services.settings.environment
-            )
-    except APIError as exc:
-        return await _order_page(request, services, session, order_id, exc.message, 409)
-    return redirect(f"{PREFIX}/orders/{order_id}", "order-fulfilled")
+    environment = services.settings.environment
+    return await change_then_redirect(
+        services.db,
+        lambda conn: orders.fulfill_order(conn, session.principal, order_id, environment),
+        lambda exc: _order_page(request, services, session, order_id, exc.message, 409),
+        f"{PREFIX}/orders/{order_id}",
+        "order-fulfilled",
+    )
 
 
 async def cancel_order(
     order_id: str, request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
-    try:
-        async with services.db.write() as conn:
-            await orders.cancel_order(conn, session.principal, order_id)
-    except APIError as exc:
-        return await _order_page(request, services, session, order_id, exc.message, 409)
-    return redirect(f"{PREFIX}/orders/{order_id}", "order-canceled")
+    return await change_then_redirect(
+        services.db,
+        lambda conn: orders.cancel_order(conn, session.principal, order_id),
+        lambda exc: _order_page(request, services, session, order_id, exc.message, 409),
+        f"{PREFIX}/orders/{order_id}",
+        "order-canceled",
+    )

@@ -18,6 +18,7 @@ from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import (
     PAGE_SIZE,
     PREFIX,
+    change_then_redirect,
     page_number,
     pagination,
     redirect,
@@ -191,9 +192,10 @@ async def update_product(
 async def archive_product(
     product_id: str, request: Request, services: ServicesDep, _session: SessionDep
 ) -> Response:
-    try:
-        async with services.db.write() as conn:
-            await catalog.archive_product(conn, product_id)
-    except APIError as exc:
-        return await _product_page(request, services, product_id, {"errors": [exc.message]}, 404)
-    return redirect(f"{PREFIX}/products", "product-archived")
+    return await change_then_redirect(
+        services.db,
+        lambda conn: catalog.archive_product(conn, product_id),
+        lambda exc: _product_page(request, services, product_id, {"errors": [exc.message]}, 404),
+        f"{PREFIX}/products",
+        "product-archived",
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -10,14 +10,17 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import Request
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.datastructures import FormData
-from starlette.responses import HTMLResponse, RedirectResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from commerce_api.accounts.service import Principal
 from commerce_api.console.sessions import ConsoleSession
+from commerce_api.core.errors import APIError
 from commerce_api.core.timestamps import format_timestamp
 from commerce_api.http.dependencies import get_services
+from commerce_api.storage.db import Database
 
 PREFIX = "/dashboard"
 SIGN_IN_URL = f"{PREFIX}/sign-in"
@@ -80,6 +83,23 @@ def redirect(path: str, notice: str | None = None, **query: str) -> RedirectResp
     if notice:
         params["notice"] = notice
     return RedirectResponse(path + (f"?{urlencode(params)}" if params else ""), 303)
+
+
+async def change_then_redirect(
+    db: Database,
+    change: Callable[[AsyncConnection], Awaitable[object]],
+    refused: Callable[[APIError], Awaitable[Response]],
+    path: str,
+    notice: str,
+) -> Response:
+    """Run ``change`` in a write transaction, then redirect to ``path`` with ``notice``; a
+    change the service refuses is answered by ``refused`` (the page again, with the error)."""
+    try:
+        async with db.write() as conn:
+            await change(conn)
+    except APIError as exc:
+        return await refused(exc)
+    return redirect(path, notice)
 
 
 def form_text(form: FormData, name: str) -> str:
