@@ -61,7 +61,7 @@ def stderr_tail(path: Path) -> str:
 
 
 def _read_key(lines: queue.Queue[str | None], seen: list[str], deadline: float) -> str:
-    """The secret printed on stdout: its last line before the server starts (one line here)."""
+    """The secret printed on stdout (once the server holds its port; one line here)."""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -112,6 +112,36 @@ def _stop(process: subprocess.Popen[Any]) -> None:
             process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
 
 
+def _serve_env(
+    database_url: str, args: Sequence[str], settings: Mapping[str, str] | None
+) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
+    env.update({"COMMERCE_DATABASE_URL": database_url, "PYTHONUNBUFFERED": "1"})
+    if "--demo" not in args:  # `--demo` opts in by itself (test_serve.py checks it)
+        # The tests' receivers listen on 127.0.0.1 (private receivers are opt-in).
+        env["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
+    env.update(settings or {})
+    return env
+
+
+def run_serve_to_its_end(
+    database_url: str, workdir: Path, port: int, *, args: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run a ``serve`` that must not start (its port is held, say) until it exits: its exit
+    code and output. One still running at the start-up deadline is killed (the test fails)."""
+    command = [str(COMMERCE_API), "serve", "--host", HOST, "--port", str(port), *args]
+    return subprocess.run(
+        command,
+        cwd=workdir,
+        env=_serve_env(database_url, args, None),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_TIMEOUT_SECONDS,
+        check=False,
+    )
+
+
 class _Process:
     """One ``commerce-api serve`` child: started at once, checked by :meth:`wait_ready`."""
 
@@ -124,12 +154,7 @@ class _Process:
         port: int,
         settings: Mapping[str, str] | None = None,
     ) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
-        env.update({"COMMERCE_DATABASE_URL": database_url, "PYTHONUNBUFFERED": "1"})
-        if "--demo" not in args:  # `--demo` opts in by itself (test_serve.py checks it)
-            # The tests' receivers listen on 127.0.0.1 (private receivers are opt-in).
-            env["COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"
-        env.update(settings or {})
+        env = _serve_env(database_url, args, settings)
         self.base_url = f"http://{HOST}:{port}"
         self.stderr_path = workdir / f"{name}.stderr.log"
         with self.stderr_path.open("w", encoding="utf-8") as stderr:
@@ -179,15 +204,19 @@ def running_servers(
     args: Sequence[str] = (),
     expect_key: bool = False,
     settings: Mapping[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[list[RunningServer]]:
     """Start ``count`` servers on one database (at once), wait until all answer, stop them all
-    when the block ends. ``expect_key``: read the key ``--demo`` prints before serving."""
+    when the block ends. ``expect_key``: read the key ``--demo`` prints once it serves.
+    ``port``: the one server's port (default: a free one each)."""
     assert COMMERCE_API.exists(), f"{COMMERCE_API} is not installed (run `make install`)"
+    assert port is None or count == 1, "one port for one server"
     processes: list[_Process] = []
     try:
         for index in range(count):
             name = "serve" if count == 1 else f"serve-{index}"
-            processes.append(_Process(database_url, workdir, name, args, free_port(), settings))
+            chosen = port if port is not None else free_port()
+            processes.append(_Process(database_url, workdir, name, args, chosen, settings))
         deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
         yield [process.wait_ready(deadline, expect_key=expect_key) for process in processes]
     finally:
@@ -209,9 +238,10 @@ def running_server(
     args: Sequence[str] = (),
     expect_key: bool = False,
     settings: Mapping[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[RunningServer]:
     """One server; see :func:`running_servers`."""
     with running_servers(
-        database_url, workdir, 1, args=args, expect_key=expect_key, settings=settings
+        database_url, workdir, 1, args=args, expect_key=expect_key, settings=settings, port=port
     ) as servers:
         yield servers[0]

@@ -21,10 +21,16 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
-from commerce_api.app.serving import granian_options, metrics_directory, served_app
+from commerce_api.app.serving import (
+    check_port_free,
+    granian_options,
+    metrics_directory,
+    served_app,
+)
 from commerce_api.catalog import service as catalog
 from commerce_api.core.errors import APIError
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
+from commerce_api.demo import DemoSeed, demo_key_path, keep_key, read_kept_key, seed_demo
 from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
@@ -97,7 +103,11 @@ def main() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
-@click.option("--demo", is_flag=True, help="Load a demo catalogue if empty; print a client key.")
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Load a demo catalogue if empty; print the demo client key (the same at each start).",
+)
 @click.option(
     "--no-dispatcher", is_flag=True, help="Do not run the webhook dispatcher in this process."
 )
@@ -121,26 +131,20 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
             f"count requests on its own and clients would get {workers}x their quota."
         )
 
-    async def prepare(db: Database) -> tuple[int, str] | None:
-        if not demo:
-            return None
-        from commerce_api.demo import seed_demo
+    try:
+        check_port_free(host, port)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}; stop what holds it or "
+            "choose another --port"
+        ) from None
 
-        async with db.write() as conn:
-            return await seed_demo(conn, settings.environment)
+    async def noop(_db: Database) -> None:
+        return None
 
-    seeded = _with_database(prepare, settings)
+    _with_database(noop, settings)  # migrations first: a failure stops before the port is held
     base = f"http://{'localhost' if host in {'127.0.0.1', '0.0.0.0'} else host}:{port}"  # noqa: S104
     _note(f"Commerce API ({settings.environment}) on {base}/v1 — reference at {base}/docs")
-    if seeded is not None:
-        loaded, secret = seeded
-        if loaded:
-            _note(f"Loaded the demo catalogue: {loaded} products.")
-        # The key goes to stdout only: stderr is the log stream, and keys are never logged.
-        _note("A sandbox client key for the demo account follows, on stdout (shown once;")
-        _note("earlier demo keys are revoked). Try it with KEY set to it:")
-        _note(f'  curl -H "Authorization: Bearer $KEY" {base}/v1/products')
-        click.echo(secret)
     sys.stdout.flush()
     if no_dispatcher:
         os.environ["COMMERCE_RUN_DISPATCHER"] = "false"  # read by every worker's settings
@@ -151,10 +155,50 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
     with metrics_directory(workers):
         # granian stops gracefully on SIGTERM or SIGINT (no new connections, the requests in
         # flight finish, then each worker's lifespan shutdown) and exits 0.
-        Granian(
+        server = Granian(
             f"{served_app.__module__}:{served_app.__name__}",
             **granian_options(settings, host, port, workers),
-        ).serve()
+        )
+        if demo:
+            # granian's documented start-up hook, which granian calls once it has bound its
+            # socket and before it starts the workers: the key is issued and printed only by a
+            # server that holds the port (check_port_free refused a port held by another).
+            server.on_startup(lambda: _set_up_demo(settings, base))
+        server.serve()
+
+
+def _set_up_demo(settings: Settings, base: str) -> None:
+    """Load the demo catalogue into an empty database and print the demo key: the one kept
+    beside the database from an earlier start while it is valid, else a new one (kept there)."""
+    key_file = demo_key_path(settings.database_url, Path.cwd())
+    kept = read_kept_key(key_file) if key_file is not None else None
+
+    async def seed(db: Database) -> DemoSeed:
+        async with db.write() as conn:
+            return await seed_demo(conn, settings.environment, kept)
+
+    seeded = _with_database(seed, settings)
+    if seeded.issued and key_file is not None:
+        try:
+            keep_key(key_file, seeded.secret)
+        except OSError as exc:
+            _note(f"Could not keep the key in {key_file} ({exc.strerror or exc}): the next")
+            _note("start will print a new one.")
+            key_file = None
+    if seeded.loaded:
+        _note(f"Loaded the demo catalogue: {seeded.loaded} products.")
+    # The key goes to stdout only: stderr is the log stream, and keys are never logged.
+    if key_file is None:
+        origin = "a new one, not kept for the next starts"
+    elif seeded.issued:
+        origin = f"a new one, kept in {key_file} (owner-only) for the next starts"
+    else:
+        origin = f"the one kept in {key_file} by an earlier start"
+    _note(f"The demo account's sandbox client key follows on stdout: {origin}.")
+    _note("Try it with KEY set to it:")
+    _note(f'  curl -H "Authorization: Bearer $KEY" {base}/v1/products')
+    click.echo(seeded.secret)
+    sys.stdout.flush()
 
 
 @main.command()

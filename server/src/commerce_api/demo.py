@@ -1,14 +1,29 @@
-"""The demo catalogue that ``serve --demo`` loads into an empty database."""
+"""What ``serve --demo`` sets up: the demo catalogue it loads into an empty database, and the
+demo account's client key, kept between starts in a file beside the database.
+
+The key file holds the key itself (the database holds only its hash, as for every key): the
+key is printed at every start, so it must be kept somewhere, and a sandbox demo key in an
+owner-only file is what a developer's own credentials files are (``~/.pgpass``, the Stripe
+CLI's test keys). Revoke the key (``commerce-api keys revoke``) to stop it working: the next
+start prints a new one. Deleting the file also gets a new key, and leaves the old one working.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import repository as accounts_repository
 from commerce_api.accounts import service as accounts
+from commerce_api.accounts.keys import hash_key, key_environment
 from commerce_api.catalog import repository as catalog_repository
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
@@ -133,13 +148,19 @@ def demo_products() -> list[dict[str, Any]]:
     return rows
 
 
-async def seed_demo(conn: AsyncConnection, environment: Environment) -> tuple[int, str]:
-    """Load the demo catalogue if the catalogue is empty; return (products loaded, a new key).
+@dataclass(frozen=True, slots=True)
+class DemoSeed:
+    loaded: int  # products loaded (0: the catalogue had some already)
+    secret: str  # the demo account's client key
+    issued: bool  # a new key (False: the kept one, still valid)
 
-    Every call issues a fresh client key for the demo account (keys are shown only once, so
-    this is the only way to print a usable one on each start) and revokes the ones it issued
-    before: a restart never leaves an older printed key working.
-    """
+
+async def seed_demo(
+    conn: AsyncConnection, environment: Environment, kept_key: str | None
+) -> DemoSeed:
+    """Load the demo catalogue if the catalogue is empty, and give the demo account's client
+    key: ``kept_key`` (the one an earlier start kept) while it is a live key of that account,
+    else a new one. Revokes nothing: a key printed before stays valid until revoked."""
     loaded = 0
     if await catalog_repository.count_all(conn) == 0:
         rows = demo_products()
@@ -148,6 +169,55 @@ async def seed_demo(conn: AsyncConnection, environment: Environment) -> tuple[in
     account_id = await accounts_repository.find_account_by_name(conn, DEMO_ACCOUNT_NAME)
     if account_id is None:
         account_id = await accounts.create_account(conn, DEMO_ACCOUNT_NAME, "development")
-    await accounts_repository.revoke_account_keys(conn, account_id, utcnow())
+    if kept_key is not None and key_environment(kept_key) == environment:
+        row = await accounts_repository.find_key(conn, hash_key(kept_key))
+        if row is not None and row.account_id == account_id and row.revoked_at is None:
+            return DemoSeed(loaded, kept_key, issued=False)
     key = await accounts.create_key(conn, environment, account_id=account_id)
-    return loaded, key.secret
+    return DemoSeed(loaded, key.secret, issued=True)
+
+
+# --- where serve --demo keeps its key between starts -------------------------------------------
+
+DEMO_KEY_SUFFIX = ".demo-key"
+
+
+def demo_key_path(database_url: str, workdir: Path) -> Path | None:
+    """Where ``serve --demo`` keeps the demo key of a database: beside a SQLite file
+    (``commerce.db`` → ``commerce.db.demo-key``); for PostgreSQL, in the working directory,
+    named for the database (its name, and a digest of its host, port and name: never the
+    password). None for an in-memory database, which does not outlive the process."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        if not url.database or url.database == ":memory:":
+            return None
+        path = Path(url.database)
+        return path.with_name(path.name + DEMO_KEY_SUFFIX)
+    where = f"{url.host or ''}:{url.port or ''}/{url.database or ''}"
+    digest = hashlib.sha256(where.encode()).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", url.database or "postgres")
+    return workdir / f"{name}.{digest}{DEMO_KEY_SUFFIX}"
+
+
+def read_kept_key(path: Path) -> str | None:
+    """The key kept in ``path``, or None when there is none. A file others can read is made
+    owner-only again (it holds a working key)."""
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
+    return secret or None
+
+
+def keep_key(path: Path, secret: str) -> None:
+    """Write ``secret`` to ``path``, readable and writable by its owner only (0600), replacing
+    the file at once: a reader sees the old key or the new one, never half of one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    # Created 0600 (the umask can only narrow it); never readable by others, not even briefly.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(secret + "\n")
+    os.replace(temporary, path)

@@ -56,6 +56,16 @@ async def insert_key(
     )
 
 
+async def find_key(conn: AsyncConnection, key_hash: str) -> Row[tuple[object, ...]] | None:
+    """The key with this hash: its id, account, role and revocation time."""
+    result = await conn.execute(
+        select(api_keys.c.id, api_keys.c.account_id, api_keys.c.role, api_keys.c.revoked_at).where(
+            api_keys.c.key_hash == key_hash
+        )
+    )
+    return result.first()
+
+
 async def list_keys(conn: AsyncConnection) -> list[Row[tuple[object, ...]]]:
     result = await conn.execute(
         select(
@@ -83,15 +93,3 @@ async def revoke_key(conn: AsyncConnection, key_id: str, revoked_at: datetime) -
     )
     await freshness.bump(conn, freshness.AUTH)  # every process drops its cached keys
     return True
-
-
-async def revoke_account_keys(conn: AsyncConnection, account_id: str, revoked_at: datetime) -> int:
-    """Revoke every live key of an account; the number revoked."""
-    result = await conn.execute(
-        update(api_keys)
-        .where(api_keys.c.account_id == account_id, api_keys.c.revoked_at.is_(None))
-        .values(revoked_at=revoked_at)
-    )
-    if result.rowcount:
-        await freshness.bump(conn, freshness.AUTH)  # every process drops its cached keys
-    return int(result.rowcount or 0)

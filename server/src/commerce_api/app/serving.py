@@ -10,9 +10,11 @@ workers, never when this module is.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -73,6 +75,35 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
         "log_access": False,  # observability's request log writes one line per request instead
         "workers_kill_timeout": GRACEFUL_SHUTDOWN_SECONDS,
     }
+
+
+class PortInUse(OSError):
+    """Another socket listens on the address ``serve`` was asked to bind."""
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise :class:`PortInUse` if something already listens on ``host:port``.
+
+    granian binds with ``SO_REUSEPORT`` on Linux, so a second ``serve`` on a port that one
+    already serves would not fail: it would join it, the kernel splitting connections between
+    two servers. A plain bind first (``SO_REUSEADDR`` only, as servers bind, so the closed
+    connections of an earlier run, in TIME_WAIT, do not count) fails while any socket listens
+    there. Two ``serve`` started in the same instant can still both pass it; port 0 (any free
+    port) is not checked.
+    """
+    if port == 0:
+        return
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(exc.errno, "already in use by another process") from exc
+            raise
 
 
 def served_app() -> ASGIApp:
