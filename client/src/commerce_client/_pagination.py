@@ -125,6 +125,30 @@ async def aiterate_after(
         starting_after = page.data[-1].id
 
 
+@dataclass(frozen=True, slots=True)
+class NewestFirstQuery:
+    """What ``list()`` and ``list_all()`` of a newest-first list (orders, events) ask for but
+    the page: the list's own filters (None: not filtered) and a ``created_gte`` /
+    ``created_lt`` range."""
+
+    filters: Mapping[str, str | None]
+    created_gte: datetime | str | None
+    created_lt: datetime | str | None
+
+    def params(
+        self, *, limit: int | None, offset: int | None = None, starting_after: str | None = None
+    ) -> dict[str, str | int | None]:
+        """The query parameters of one page."""
+        return {
+            **self.filters,
+            "created_gte": timestamp_param(self.created_gte, "created_gte"),
+            "created_lt": timestamp_param(self.created_lt, "created_lt"),
+            "limit": limit,
+            "offset": offset,
+            "starting_after": starting_after,
+        }
+
+
 def timestamp_param(value: datetime | str | None, name: str) -> str | None:
     """A ``created_gte`` / ``created_lt`` as the API takes it: RFC 3339 with its zone."""
     if isinstance(value, datetime):

@@ -7,11 +7,11 @@ from datetime import datetime
 
 from commerce_client._pagination import (
     MAX_PAGE_SIZE,
+    NewestFirstQuery,
     Page,
     aiterate_after,
     iterate_after,
     parse_page,
-    timestamp_param,
 )
 from commerce_client.resources._base import AsyncResource, SyncResource, path
 from commerce_client.types.event import Event, EventWithDeliveries
@@ -19,24 +19,13 @@ from commerce_client.types.event import Event, EventWithDeliveries
 __all__ = ["AsyncEvents", "Events"]
 
 
-def _params(
+def _query(
     type: str | None,
     order_id: str | None,
     created_gte: datetime | str | None,
     created_lt: datetime | str | None,
-    limit: int | None,
-    offset: int | None,
-    starting_after: str | None,
-) -> dict[str, str | int | None]:
-    return {
-        "type": type,
-        "order_id": order_id,
-        "created_gte": timestamp_param(created_gte, "created_gte"),
-        "created_lt": timestamp_param(created_lt, "created_lt"),
-        "limit": limit,
-        "offset": offset,
-        "starting_after": starting_after,
-    }
+) -> NewestFirstQuery:
+    return NewestFirstQuery({"type": type, "order_id": order_id}, created_gte, created_lt)
 
 
 class Events(SyncResource):
@@ -54,9 +43,8 @@ class Events(SyncResource):
         """One page of events, newest first; ``type`` such as ``"order.created"``,
         ``order_id`` for one order's events, ``starting_after`` for the events after that one
         (the last id of the page before)."""
-        params = _params(type, order_id, created_gte, created_lt, limit, offset, starting_after)
-        body = self._client._request("GET", "/events", params=params)
-        return parse_page(body, Event.from_dict)
+        query = _query(type, order_id, created_gte, created_lt)
+        return self._page(query.params(limit=limit, offset=offset, starting_after=starting_after))
 
     def list_all(
         self,
@@ -69,16 +57,13 @@ class Events(SyncResource):
     ) -> Iterator[Event]:
         """Every matching event, newest first, fetching pages (by cursor) as the iteration
         reaches them: events recorded meanwhile do not shift them, so each event comes once."""
+        query = _query(type, order_id, created_gte, created_lt)
         return iterate_after(
-            lambda starting_after: self.list(
-                type=type,
-                order_id=order_id,
-                created_gte=created_gte,
-                created_lt=created_lt,
-                limit=page_size,
-                starting_after=starting_after,
-            )
+            lambda after: self._page(query.params(limit=page_size, starting_after=after))
         )
+
+    def _page(self, params: dict[str, str | int | None]) -> Page[Event]:
+        return parse_page(self._client._request("GET", "/events", params=params), Event.from_dict)
 
     def get(self, id: str) -> EventWithDeliveries:
         """One event, with the state of its delivery to each endpoint."""
@@ -106,9 +91,10 @@ class AsyncEvents(AsyncResource):
         starting_after: str | None = None,
     ) -> Page[Event]:
         """See :meth:`Events.list`."""
-        params = _params(type, order_id, created_gte, created_lt, limit, offset, starting_after)
-        body = await self._client._request("GET", "/events", params=params)
-        return parse_page(body, Event.from_dict)
+        query = _query(type, order_id, created_gte, created_lt)
+        return await self._page(
+            query.params(limit=limit, offset=offset, starting_after=starting_after)
+        )
 
     def list_all(
         self,
@@ -120,16 +106,14 @@ class AsyncEvents(AsyncResource):
         page_size: int = MAX_PAGE_SIZE,
     ) -> AsyncIterator[Event]:
         """See :meth:`Events.list_all` (``async for``)."""
+        query = _query(type, order_id, created_gte, created_lt)
         return aiterate_after(
-            lambda starting_after: self.list(
-                type=type,
-                order_id=order_id,
-                created_gte=created_gte,
-                created_lt=created_lt,
-                limit=page_size,
-                starting_after=starting_after,
-            )
+            lambda after: self._page(query.params(limit=page_size, starting_after=after))
         )
+
+    async def _page(self, params: dict[str, str | int | None]) -> Page[Event]:
+        body = await self._client._request("GET", "/events", params=params)
+        return parse_page(body, Event.from_dict)
 
     async def get(self, id: str) -> EventWithDeliveries:
         """One event, with the state of its delivery to each endpoint."""

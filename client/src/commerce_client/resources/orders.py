@@ -8,11 +8,11 @@ from typing import Any
 
 from commerce_client._pagination import (
     MAX_PAGE_SIZE,
+    NewestFirstQuery,
     Page,
     aiterate_after,
     iterate_after,
     parse_page,
-    timestamp_param,
 )
 from commerce_client.resources._base import AsyncResource, SyncResource, path
 from commerce_client.types.order import Order, OrderItemParam, OrderStatus, ShippingAddressParam
@@ -30,24 +30,13 @@ def _create_body(
     }
 
 
-def _params(
+def _query(
     status: OrderStatus | None,
     customer_id: str | None,
     created_gte: datetime | str | None,
     created_lt: datetime | str | None,
-    limit: int | None,
-    offset: int | None,
-    starting_after: str | None,
-) -> dict[str, str | int | None]:
-    return {
-        "status": status,
-        "customer_id": customer_id,
-        "created_gte": timestamp_param(created_gte, "created_gte"),
-        "created_lt": timestamp_param(created_lt, "created_lt"),
-        "limit": limit,
-        "offset": offset,
-        "starting_after": starting_after,
-    }
+) -> NewestFirstQuery:
+    return NewestFirstQuery({"status": status, "customer_id": customer_id}, created_gte, created_lt)
 
 
 class Orders(SyncResource):
@@ -84,10 +73,8 @@ class Orders(SyncResource):
         """One page of your orders, newest first. ``limit`` defaults to 20 (max 100).
         ``starting_after``: the orders after this one (the last id of the page before);
         ``created_gte`` / ``created_lt``: a time range (aware ``datetime`` or RFC 3339)."""
-        params = _params(
-            status, customer_id, created_gte, created_lt, limit, offset, starting_after
-        )
-        return parse_page(self._client._request("GET", "/orders", params=params), Order.from_dict)
+        query = _query(status, customer_id, created_gte, created_lt)
+        return self._page(query.params(limit=limit, offset=offset, starting_after=starting_after))
 
     def list_all(
         self,
@@ -100,16 +87,13 @@ class Orders(SyncResource):
     ) -> Iterator[Order]:
         """Every matching order, newest first, fetching pages (by cursor) as the iteration
         reaches them: orders placed meanwhile do not shift them, so each order comes once."""
+        query = _query(status, customer_id, created_gte, created_lt)
         return iterate_after(
-            lambda starting_after: self.list(
-                status=status,
-                customer_id=customer_id,
-                created_gte=created_gte,
-                created_lt=created_lt,
-                limit=page_size,
-                starting_after=starting_after,
-            )
+            lambda after: self._page(query.params(limit=page_size, starting_after=after))
         )
+
+    def _page(self, params: dict[str, str | int | None]) -> Page[Order]:
+        return parse_page(self._client._request("GET", "/orders", params=params), Order.from_dict)
 
     def cancel(self, id: str, *, idempotency_key: str | None = None) -> Order:
         """Cancel a pending order and return its stock (:class:`ConflictError` otherwise)."""
@@ -160,11 +144,10 @@ class AsyncOrders(AsyncResource):
         starting_after: str | None = None,
     ) -> Page[Order]:
         """See :meth:`Orders.list`."""
-        params = _params(
-            status, customer_id, created_gte, created_lt, limit, offset, starting_after
+        query = _query(status, customer_id, created_gte, created_lt)
+        return await self._page(
+            query.params(limit=limit, offset=offset, starting_after=starting_after)
         )
-        body = await self._client._request("GET", "/orders", params=params)
-        return parse_page(body, Order.from_dict)
 
     def list_all(
         self,
@@ -176,16 +159,14 @@ class AsyncOrders(AsyncResource):
         page_size: int = MAX_PAGE_SIZE,
     ) -> AsyncIterator[Order]:
         """See :meth:`Orders.list_all` (``async for``)."""
+        query = _query(status, customer_id, created_gte, created_lt)
         return aiterate_after(
-            lambda starting_after: self.list(
-                status=status,
-                customer_id=customer_id,
-                created_gte=created_gte,
-                created_lt=created_lt,
-                limit=page_size,
-                starting_after=starting_after,
-            )
+            lambda after: self._page(query.params(limit=page_size, starting_after=after))
         )
+
+    async def _page(self, params: dict[str, str | int | None]) -> Page[Order]:
+        body = await self._client._request("GET", "/orders", params=params)
+        return parse_page(body, Order.from_dict)
 
     async def cancel(self, id: str, *, idempotency_key: str | None = None) -> Order:
         """See :meth:`Orders.cancel`."""
