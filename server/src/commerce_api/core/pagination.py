@@ -3,9 +3,10 @@ window of the newest-first lists (orders, events): a creation-time range and a c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Query
 
@@ -72,3 +73,27 @@ class NewestFirst:
 
 
 WHOLE_LIST = NewestFirst()  # no range, no cursor
+
+RowT = TypeVar("RowT")
+
+
+async def newest_first_rows(
+    chosen: NewestFirst,
+    offset: int,
+    starting_after: str | None,
+    *,
+    count: Callable[[NewestFirst], Awaitable[int]],
+    fetch: Callable[[NewestFirst, int], Awaitable[Sequence[RowT]]],
+    locate: Callable[[str], Awaitable[Position]],
+) -> tuple[Sequence[RowT], int, int]:
+    """One page of a newest-first list: its rows, the list's total, and the page's offset in
+    the list. ``count(window)`` counts the items of a window, ``fetch(window, skip)`` reads a
+    page of them, ``locate(id)`` finds the ``starting_after`` item (or refuses it). With a
+    cursor, ``offset`` counts from it."""
+    total = await count(chosen)
+    skip = offset
+    if starting_after is not None:
+        chosen = replace(chosen, after=await locate(starting_after))
+        offset = max(total - await count(chosen), 0) + skip  # the items before the page
+    rows = await fetch(chosen, skip) if offset < total else []
+    return rows, total, offset

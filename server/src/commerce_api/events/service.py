@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +19,7 @@ from commerce_api.core.pagination import (
     WHOLE_LIST,
     NewestFirst,
     Position,
+    newest_first_rows,
     page,
 )
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
@@ -104,27 +105,32 @@ async def list_events(
     """The caller's events (every account's for an admin key), newest first; with
     ``starting_after``, those after that event (which must be one the caller can see), the
     ``offset`` counted from there."""
-    wanted = EventFilter(_event_scope(principal), event_type, order_id, chosen)
-    total = await events_repository.count_events(conn, wanted)
-    skip = offset
-    if starting_after is not None:
-        cursor = await _load_cursor(conn, principal, starting_after)
-        after = Position(cursor.created_at, cursor.id)
-        wanted = replace(wanted, chosen=replace(chosen, after=after))
-        after_count = await events_repository.count_events(conn, wanted)
-        offset = max(total - after_count, 0) + skip  # the items before the page
-    rows = await events_repository.page_events(conn, wanted, limit, skip) if offset < total else []
+    scope = _event_scope(principal)
+
+    def wanted(window: NewestFirst) -> EventFilter:
+        return EventFilter(scope, event_type, order_id, window)
+
+    rows, total, offset = await newest_first_rows(
+        chosen,
+        offset,
+        starting_after,
+        count=lambda window: events_repository.count_events(conn, wanted(window)),
+        fetch=lambda window, skip: events_repository.page_events(conn, wanted(window), limit, skip),
+        locate=lambda event_id: _load_cursor(conn, principal, event_id),
+    )
     return page([render_event(row) for row in rows], total, limit, offset)
 
 
-async def _load_cursor(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:
-    """The ``starting_after`` event; 404 naming the parameter if the caller cannot see it."""
+async def _load_cursor(conn: AsyncConnection, principal: Principal, event_id: str) -> Position:
+    """Where the ``starting_after`` event stands; 404 naming the parameter if the caller cannot
+    see it."""
     try:
-        return await _load_event(conn, principal, event_id)
+        event = await _load_event(conn, principal, event_id)
     except APIError:
         raise not_found(
             f"No event with id `{event_id}` to start after.", "starting_after"
         ) from None
+    return Position(event.created_at, event.id)
 
 
 async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:

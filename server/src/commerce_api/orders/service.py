@@ -4,7 +4,6 @@ change and its event commit together or not at all."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +17,7 @@ from commerce_api.core.pagination import (
     WHOLE_LIST,
     NewestFirst,
     Position,
+    newest_first_rows,
     page,
 )
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
@@ -194,17 +194,15 @@ async def list_orders(
     ``starting_after``, those after that order (which must be one the caller can see), the
     ``offset`` counted from there."""
     account_id = None if principal.is_admin else principal.account_id
-    total = await repository.count_orders(conn, account_id, status, customer_id, chosen)
-    skip = offset
-    if starting_after is not None:
-        cursor = await _load_cursor(conn, principal, starting_after)
-        chosen = replace(chosen, after=Position(cursor.created_at, cursor.id))
-        after = await repository.count_orders(conn, account_id, status, customer_id, chosen)
-        offset = max(total - after, 0) + skip  # the items before the page
-    rows = (
-        await repository.page_orders(conn, account_id, status, customer_id, chosen, limit, skip)
-        if offset < total
-        else []
+    rows, total, offset = await newest_first_rows(
+        chosen,
+        offset,
+        starting_after,
+        count=lambda window: repository.count_orders(conn, account_id, status, customer_id, window),
+        fetch=lambda window, skip: repository.page_orders(
+            conn, account_id, status, customer_id, window, limit, skip
+        ),
+        locate=lambda order_id: _load_cursor(conn, principal, order_id),
     )
     lines_by_order: dict[str, list[Any]] = defaultdict(list)
     for line in await repository.lines_of(conn, [row.id for row in rows]):
@@ -213,14 +211,16 @@ async def list_orders(
     return page(items, total, limit, offset)
 
 
-async def _load_cursor(conn: AsyncConnection, principal: Principal, order_id: str) -> Any:
-    """The ``starting_after`` order; 404 naming the parameter if the caller cannot see it."""
+async def _load_cursor(conn: AsyncConnection, principal: Principal, order_id: str) -> Position:
+    """Where the ``starting_after`` order stands; 404 naming the parameter if the caller cannot
+    see it."""
     try:
-        return await _load(conn, principal, order_id)
+        order = await _load(conn, principal, order_id)
     except APIError:
         raise not_found(
             f"No order with id `{order_id}` to start after.", "starting_after"
         ) from None
+    return Position(order.created_at, order.id)
 
 
 async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) -> dict[str, Any]:
