@@ -157,11 +157,13 @@ async def import_products(
     conn: AsyncConnection, records: Sequence[Mapping[str, Any]]
 ) -> ImportResult:
     """Create products, or update those whose ``id`` is given (restoring archived ones).
+    Several records with one ``id`` are one update, made in their order (a later record's
+    value of a field wins); ``updated`` counts products.
 
     All or nothing: the first invalid record raises and the caller's transaction rolls back.
     """
     new_rows: list[dict[str, Any]] = []
-    updated = 0
+    updated: set[str] = set()
     for index, record in enumerate(records):
         where = f"record {index + 1}"
         product_id = record.get("id")
@@ -179,6 +181,6 @@ async def import_products(
         values = {**_column_values(update.changes()), "updated_at": utcnow(), "archived_at": None}
         if not await repository.update_any(conn, product_id, values):
             raise InvalidImport(f"{where}: no product with id `{product_id}`")
-        updated += 1
+        updated.add(product_id)
     await repository.insert_many(conn, new_rows)
-    return ImportResult(created=len(new_rows), updated=updated)
+    return ImportResult(created=len(new_rows), updated=len(updated))

@@ -131,7 +131,8 @@ async def import_products(
             errors.append("The file is not UTF-8 text.")
         except catalog.InvalidImport as exc:
             errors.append(f"The file could not be read: {exc}.")
-    created = updated = 0
+    created = 0
+    updated: set[object] = set()  # the products updated (several records may name one)
     if not errors:
         try:
             async with services.db.write() as conn:
@@ -141,14 +142,16 @@ async def import_products(
                     except catalog.InvalidImport as exc:
                         errors.append(f"record {index}: {str(exc).split(': ', 1)[-1]}")
                         continue
-                    created, updated = created + result.created, updated + result.updated
+                    created += result.created
+                    if result.updated:
+                        updated.add(record["id"])
                 if errors:
                     raise _ImportRefused
         except _ImportRefused:
             pass
     if errors:
         return await _catalogue_page(request, services, {"import_errors": errors}, 400)
-    return redirect(f"{PREFIX}/products", created=str(created), updated=str(updated))
+    return redirect(f"{PREFIX}/products", created=str(created), updated=str(len(updated)))
 
 
 async def _product_page(
