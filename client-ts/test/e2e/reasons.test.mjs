@@ -4,23 +4,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import {
-  AuthenticationError,
-  CommerceClient,
-  ConflictError,
-  IdempotencyError,
-  IdempotencyKeyReusedError,
-  InsufficientStockError,
-  InvalidTransitionError,
-  NotFoundError,
-  PermissionDeniedError,
-  QuotaExceededError,
-  RateLimitError,
-  ValidationFailedError,
-} from "../../dist/index.js";
-import { SKIP, startServer } from "./server.mjs";
-
-const ADDRESS = { street: "1 Main St", city: "Springfield", postal_code: "12345", country: "US" };
+import * as lib from "../../dist/index.js";
+import { ADDRESS, SKIP, startServer } from "./server.mjs";
 
 let server;
 let client;
@@ -29,8 +14,8 @@ let admin;
 before(async () => {
   if (SKIP) return;
   server = await startServer();
-  client = new CommerceClient({ apiKey: server.clientKey, environment: "sandbox", baseUrl: server.baseUrl });
-  admin = new CommerceClient({ apiKey: server.adminKey, environment: "sandbox", baseUrl: server.baseUrl });
+  client = new lib.CommerceClient({ apiKey: server.clientKey, environment: "sandbox", baseUrl: server.baseUrl });
+  admin = new lib.CommerceClient({ apiKey: server.adminKey, environment: "sandbox", baseUrl: server.baseUrl });
 });
 
 after(async () => {
@@ -51,8 +36,8 @@ describe("e2e: reasons", { skip: SKIP }, () => {
     const book = await aBook();
     const product = await client.products.get(book.id);
     await assert.rejects(client.orders.create(orderOf(book.id, product.inventory_count + 1)), (error) => {
-      assert.equal(error.constructor, InsufficientStockError);
-      assert.ok(error instanceof ConflictError);
+      assert.equal(error.constructor, lib.InsufficientStockError);
+      assert.ok(error instanceof lib.ConflictError);
       assert.equal(error.reason, "insufficient_stock");
       assert.equal(error.code, "invalid_request");
       assert.equal(error.details, "items[0].quantity");
@@ -64,7 +49,7 @@ describe("e2e: reasons", { skip: SKIP }, () => {
     const order = await client.orders.create(orderOf((await aBook()).id));
     await client.orders.cancel(order.id);
     await assert.rejects(client.orders.cancel(order.id), (error) => {
-      assert.equal(error.constructor, InvalidTransitionError);
+      assert.equal(error.constructor, lib.InvalidTransitionError);
       assert.equal(error.reason, "invalid_transition");
       assert.equal(error.statusCode, 409);
       return true;
@@ -76,8 +61,8 @@ describe("e2e: reasons", { skip: SKIP }, () => {
     const key = crypto.randomUUID();
     await client.orders.create(orderOf(book.id, 1, "cus_reuse"), { idempotencyKey: key });
     await assert.rejects(client.orders.create(orderOf(book.id, 2, "cus_reuse"), { idempotencyKey: key }), (error) => {
-      assert.equal(error.constructor, IdempotencyKeyReusedError);
-      assert.ok(error instanceof IdempotencyError);
+      assert.equal(error.constructor, lib.IdempotencyKeyReusedError);
+      assert.ok(error instanceof lib.IdempotencyError);
       assert.equal(error.reason, "idempotency_key_reused");
       return true;
     });
@@ -86,27 +71,27 @@ describe("e2e: reasons", { skip: SKIP }, () => {
   test("an invalid value is ValidationFailedError naming it; an unknown order is not_found", async () => {
     const order = { ...orderOf((await aBook()).id), shipping_address: { ...ADDRESS, country: "XX" } };
     await assert.rejects(client.orders.create(order), (error) => {
-      assert.equal(error.constructor, ValidationFailedError);
+      assert.equal(error.constructor, lib.ValidationFailedError);
       assert.equal(error.reason, "validation_failed");
       assert.equal(error.details, "shipping_address.country");
       return true;
     });
     await assert.rejects(client.orders.get("ord_missing"), (error) => {
-      assert.equal(error.constructor, NotFoundError);
+      assert.equal(error.constructor, lib.NotFoundError);
       assert.equal(error.reason, "not_found");
       return true;
     });
   });
 
   test("keys say why they are refused: invalid_api_key, forbidden", async () => {
-    const unknown = new CommerceClient({ apiKey: `sk_sandbox_${"x".repeat(32)}`, baseUrl: server.baseUrl });
+    const unknown = new lib.CommerceClient({ apiKey: `sk_sandbox_${"x".repeat(32)}`, baseUrl: server.baseUrl });
     await assert.rejects(unknown.products.list(), (error) => {
-      assert.equal(error.constructor, AuthenticationError);
+      assert.equal(error.constructor, lib.AuthenticationError);
       assert.equal(error.reason, "invalid_api_key");
       return true;
     });
     await assert.rejects(admin.orders.create(orderOf((await aBook()).id)), (error) => {
-      assert.equal(error.constructor, PermissionDeniedError);
+      assert.equal(error.constructor, lib.PermissionDeniedError);
       assert.equal(error.reason, "forbidden");
       return true;
     });
@@ -116,11 +101,11 @@ describe("e2e: reasons", { skip: SKIP }, () => {
     // A server of its own: the demo account (development tier) may make one request a window.
     const limited = await startServer({ env: { COMMERCE_RATE_LIMIT_DEVELOPMENT: "1" } });
     try {
-      const spent = new CommerceClient({ apiKey: limited.clientKey, baseUrl: limited.baseUrl, maxRetries: 0 });
+      const spent = new lib.CommerceClient({ apiKey: limited.clientKey, baseUrl: limited.baseUrl, maxRetries: 0 });
       await spent.products.list();
       await assert.rejects(spent.products.list(), (error) => {
-        assert.equal(error.constructor, QuotaExceededError);
-        assert.ok(error instanceof RateLimitError);
+        assert.equal(error.constructor, lib.QuotaExceededError);
+        assert.ok(error instanceof lib.RateLimitError);
         assert.equal(error.reason, "quota_exceeded");
         assert.ok(error.retryAfter > 0);
         return true;

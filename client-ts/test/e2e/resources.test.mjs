@@ -16,7 +16,7 @@ import {
   PermissionDeniedError,
   ValidationFailedError,
 } from "../../dist/index.js";
-import { HOST, SKIP, freePort, startServer } from "./server.mjs";
+import { ADDRESS, HOST, SKIP, freePort, startServer } from "./server.mjs";
 
 let server;
 let client;
@@ -27,8 +27,6 @@ const countingFetch = (...args) => {
   requests++;
   return fetch(...args);
 };
-
-const ADDRESS = { street: "1 Main St", city: "Springfield", postal_code: "12345", country: "US" };
 
 before(async () => {
   if (SKIP) return;

@@ -17,6 +17,9 @@ const SHUTDOWN_TIMEOUT_MS = 10_000;
 
 export const SKIP = existsSync(COMMERCE_API) ? false : `no ${COMMERCE_API}: run make install first`;
 
+/** A shipping address the server accepts. */
+export const ADDRESS = { street: "1 Main St", city: "Springfield", postal_code: "12345", country: "US" };
+
 function lastLine(text) {
   return text.trim().split("\n").at(-1).trim();
 }

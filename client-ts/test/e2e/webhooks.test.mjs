@@ -5,9 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import { CommerceClient, WebhookVerificationError, isOrderEvent, verifyWebhook } from "../../dist/index.js";
-import { SKIP, startReceiver, startServer, waitFor } from "./server.mjs";
-
-const ADDRESS = { street: "1 Main St", city: "Springfield", postal_code: "12345", country: "US" };
+import { ADDRESS, SKIP, startReceiver, startServer, waitFor } from "./server.mjs";
 
 let server;
 let receiver;

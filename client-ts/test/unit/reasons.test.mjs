@@ -4,20 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import {
-  ConflictError,
-  IdempotencyError,
-  IdempotencyKeyInUseError,
-  IdempotencyKeyReusedError,
-  InsufficientStockError,
-  InvalidRequestError,
-  InvalidTransitionError,
-  NotFoundError,
-  PermissionDeniedError,
-  QuotaExceededError,
-  RateLimitError,
-  ValidationFailedError,
-} from "../../dist/index.js";
+import * as lib from "../../dist/index.js";
 import { ORDER_PARAMS, json, order, stubClient } from "./helpers.mjs";
 
 function reasoned(status, code, reason, details = "", headers = {}) {
@@ -26,29 +13,29 @@ function reasoned(status, code, reason, details = "", headers = {}) {
 
 describe("reasons", () => {
   test("the typed classes refine the classes of their status", () => {
-    assert.ok(ValidationFailedError.prototype instanceof InvalidRequestError);
-    for (const cls of [InsufficientStockError, InvalidTransitionError, IdempotencyKeyInUseError]) {
-      assert.ok(cls.prototype instanceof ConflictError, cls.name);
+    assert.ok(lib.ValidationFailedError.prototype instanceof lib.InvalidRequestError);
+    for (const cls of [lib.InsufficientStockError, lib.InvalidTransitionError, lib.IdempotencyKeyInUseError]) {
+      assert.ok(cls.prototype instanceof lib.ConflictError, cls.name);
     }
-    assert.ok(IdempotencyKeyReusedError.prototype instanceof IdempotencyError);
-    assert.ok(QuotaExceededError.prototype instanceof RateLimitError);
+    assert.ok(lib.IdempotencyKeyReusedError.prototype instanceof lib.IdempotencyError);
+    assert.ok(lib.QuotaExceededError.prototype instanceof lib.RateLimitError);
   });
 
   const cases = [
-    [400, "invalid_request", "validation_failed", ValidationFailedError],
-    [409, "invalid_request", "insufficient_stock", InsufficientStockError],
-    [409, "invalid_request", "invalid_transition", InvalidTransitionError],
-    [409, "invalid_request", "idempotency_key_in_use", IdempotencyKeyInUseError],
-    [422, "invalid_request", "idempotency_key_reused", IdempotencyKeyReusedError],
-    [429, "rate_limited", "quota_exceeded", QuotaExceededError],
+    [400, "invalid_request", "validation_failed", lib.ValidationFailedError],
+    [409, "invalid_request", "insufficient_stock", lib.InsufficientStockError],
+    [409, "invalid_request", "invalid_transition", lib.InvalidTransitionError],
+    [409, "invalid_request", "idempotency_key_in_use", lib.IdempotencyKeyInUseError],
+    [422, "invalid_request", "idempotency_key_reused", lib.IdempotencyKeyReusedError],
+    [429, "rate_limited", "quota_exceeded", lib.QuotaExceededError],
     // Reasons without a class of their own: the status's class, with the reason.
-    [404, "not_found", "unknown_route", NotFoundError],
-    [400, "invalid_request", "malformed_request", InvalidRequestError],
-    [403, "unauthorized", "forbidden", PermissionDeniedError],
+    [404, "not_found", "unknown_route", lib.NotFoundError],
+    [400, "invalid_request", "malformed_request", lib.InvalidRequestError],
+    [403, "unauthorized", "forbidden", lib.PermissionDeniedError],
     // A reason this version does not know.
-    [409, "invalid_request", "something_new", ConflictError],
+    [409, "invalid_request", "something_new", lib.ConflictError],
     // A reason whose class does not fit the status is not believed over the status.
-    [400, "invalid_request", "insufficient_stock", InvalidRequestError],
+    [400, "invalid_request", "insufficient_stock", lib.InvalidRequestError],
   ];
   for (const [status, code, reason, cls] of cases) {
     test(`${status} ${reason} → ${cls.name}`, async () => {
@@ -60,7 +47,7 @@ describe("reasons", () => {
         assert.equal(error.reason, reason);
         assert.equal(error.code, code);
         assert.match(String(error), new RegExp(`reason ${reason}`));
-        if (error instanceof RateLimitError) assert.equal(error.retryAfter, 7);
+        if (error instanceof lib.RateLimitError) assert.equal(error.retryAfter, 7);
         return true;
       });
     });
@@ -70,7 +57,7 @@ describe("reasons", () => {
     const body = { error: { code: "invalid_request", message: "Not enough stock.", details: "items[0].quantity" } };
     const { client } = await stubClient([json(409, body)]);
     await assert.rejects(client.orders.create(ORDER_PARAMS), (error) => {
-      assert.equal(error.constructor, ConflictError);
+      assert.equal(error.constructor, lib.ConflictError);
       assert.equal(error.reason, null);
       return true;
     });
