@@ -3,21 +3,18 @@ still bounded by the unit limits and the stock (issue 31; they used to be refuse
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import pytest
-from sqlalchemy import func, select
 
 from commerce_api.orders.domain import RequestedLine, merge_lines
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import events, order_items, orders, products
 from tests import helpers
 from tests.conftest import KeyFactory, make_settings
 from tests.factories import create_product, order_body, place_ok
 from tests.factories import post_order as place
 from tests.helpers import bearer
 from tests.http.test_error_contract import assert_error
+from tests.orders.test_orders import Snapshot, snapshot
 
 
 def test_merge_lines_sums_each_products_quantities_at_its_first_line() -> None:
@@ -26,20 +23,6 @@ def test_merge_lines_sums_each_products_quantities_at_its_first_line() -> None:
         RequestedLine("b", 6, 1),
         RequestedLine("c", 4, 3),
     ]
-
-
-async def _state(db: Database) -> tuple[int, int, int, dict[str, int]]:
-    """The orders, lines and events there are, and each product's stock."""
-    async with db.read() as conn:
-
-        async def count(table: Any) -> int:
-            return int(await conn.scalar(select(func.count()).select_from(table)) or 0)
-
-        stock = {
-            row.id: row.inventory_count
-            for row in await conn.execute(select(products.c.id, products.c.inventory_count))
-        }
-        return await count(orders), await count(order_items), await count(events), stock
 
 
 async def test_two_lines_for_one_product_are_one_line_of_both_quantities(
@@ -60,7 +43,7 @@ async def test_two_lines_for_one_product_are_one_line_of_both_quantities(
         "/v1/events", params={"type": "order.created"}, headers=bearer(client_key)
     )
     assert [event["data"] for event in created.json()["data"]] == [order]
-    assert await _state(db) == (1, 2, 1, {a["id"]: 7, b["id"]: 9})
+    assert await snapshot(db) == Snapshot(1, 2, 1, {a["id"]: 7, b["id"]: 9})
 
 
 async def test_merged_lines_short_of_stock_name_the_products_first_line_and_take_nothing(
@@ -68,13 +51,13 @@ async def test_merged_lines_short_of_stock_name_the_products_first_line_and_take
 ) -> None:
     a = await create_product(client, admin_key, inventory_count=3)
     b = await create_product(client, admin_key, inventory_count=3)
-    before = await _state(db)
+    before = await snapshot(db)
     response = await place(client, client_key, order_body((b["id"], 1), (a["id"], 2), (a["id"], 2)))
     error = assert_error(
         response, 409, "invalid_request", "items[1].quantity", reason="insufficient_stock"
     )
     assert "4 requested, 3 available" in error["message"]
-    assert await _state(db) == before
+    assert await snapshot(db) == before
 
 
 @pytest.mark.parametrize(
