@@ -189,7 +189,18 @@ async def test_an_unknown_type_filter_is_refused_naming_type(
 
 @pytest.mark.parametrize(
     ("params", "details"),
-    [({"limit": 0}, "limit"), ({"offset": -1}, "offset"), ({"status": "pending"}, "status")],
+    [
+        ({"limit": 0}, "limit"),
+        ({"offset": -1}, "offset"),
+        ({"status": "pending"}, "status"),
+        ({"created_gte": "2026-01-01"}, "created_gte"),
+        ({"created_lt": "2026-01-01T00:00:00"}, "created_lt"),
+        ({"order_id": ""}, "order_id"),
+        ({"order_id": "ord_" + "x" * 61}, "order_id"),
+        ({"order_id": "ord_\n"}, "order_id"),
+        ({"starting_after": ""}, "starting_after"),
+        ({"starting_after": "evt_x", "offset": -1}, "offset"),
+    ],
 )
 async def test_bad_list_parameters_are_named(
     client: httpx.AsyncClient, client_key: str, params: dict[str, str | int], details: str
