@@ -89,6 +89,11 @@ class World:
         )["id"]
         return product_id
 
+    async def post_product_body(self, content: bytes, content_type: str) -> httpx.Response:
+        """``POST /v1/products`` as the admin, with this body sent as it is."""
+        headers = {**bearer(self.admin_key), "Content-Type": content_type}
+        return await self.client.post("/v1/products", content=content, headers=headers)
+
     def served(self, **overrides: object) -> AbstractAsyncContextManager[httpx.AsyncClient]:
         """A client of another app on the same database, with other settings."""
         return serving(make_settings(self.settings.database_url, **overrides))
@@ -120,8 +125,7 @@ async def _(w: World) -> httpx.Response:
 
 @situation("malformed_request")
 async def _(w: World) -> httpx.Response:
-    headers = {**bearer(w.admin_key), "Content-Type": "application/json"}
-    return await w.client.post("/v1/products", content=b'{"name": ', headers=headers)
+    return await w.post_product_body(b'{"name": ', "application/json")
 
 
 @situation("order_limit_exceeded")
@@ -227,15 +231,14 @@ async def _(w: World) -> httpx.Response:
 
 @situation("payload_too_large")
 async def _(w: World) -> httpx.Response:
-    body = b'{"name": "' + b"x" * (1024 * 1024) + b'"}'
-    headers = {**bearer(w.admin_key), "Content-Type": "application/json"}
-    return await w.client.post("/v1/products", content=body, headers=headers)
+    return await w.post_product_body(
+        b'{"name": "' + b"x" * (1024 * 1024) + b'"}', "application/json"
+    )
 
 
 @situation("unsupported_media_type")
 async def _(w: World) -> httpx.Response:
-    headers = {**bearer(w.admin_key), "Content-Type": "text/plain"}
-    return await w.client.post("/v1/products", content=b"name=Lamp", headers=headers)
+    return await w.post_product_body(b"name=Lamp", "text/plain")
 
 
 @situation("idempotency_key_reused")
