@@ -6,7 +6,8 @@ only documented statuses, bodies and headers that match the schema, the right co
 auth enforced, invalid input rejected and valid input accepted.
 
 Part two checks properties of the document itself (version, security, error envelope, no 422,
-``X-Request-Id``) and that ``/docs`` works offline (same-origin assets only).
+``X-Request-Id``; for generators, ``format: date-time`` on every timestamp) and that ``/docs``
+works offline (same-origin assets only).
 """
 
 from __future__ import annotations
@@ -409,3 +410,55 @@ async def test_undocumented_method_is_405_with_an_allow_header(
     assert response.headers["x-request-id"].startswith("req_")
     allowed = {m.strip() for m in response.headers["allow"].split(",")}
     assert allowed == _documented_methods(path)
+
+
+# --- for generators ----------------------------------------------------------------------------
+
+TIMESTAMP_NAME = re.compile(r".+_at|created_gte|created_lt|since")
+
+
+def _named_schemas(node: object, where: str = "$") -> Iterator[tuple[str, str, Any]]:
+    """Every property and parameter in the document: (where, name, schema)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("properties"), dict):
+            for name, schema in node["properties"].items():
+                yield f"{where}.properties", name, schema
+        if isinstance(node.get("name"), str) and node.get("in") in {"query", "path", "header"}:
+            yield where, node["name"], node.get("schema", {})
+        for key, value in node.items():
+            yield from _named_schemas(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _named_schemas(value, f"{where}[{i}]")
+
+
+def _is_date_time(schema: dict[str, Any]) -> bool:
+    values = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+    return bool(values) and all(
+        s.get("type") == "string" and s.get("format") == "date-time" for s in values
+    )
+
+
+def test_every_timestamp_is_a_date_time() -> None:
+    """Generators type `format: date-time` as a timestamp (openapi-typescript, openapi-generator,
+    datamodel-code-generator), a bare string as any text."""
+    timestamps = [
+        (where, name, schema)
+        for where, name, schema in _named_schemas(DOCUMENT)
+        if TIMESTAMP_NAME.fullmatch(name)
+    ]
+    names = {name for _, name, _ in timestamps}
+    assert names >= {
+        "created_at",
+        "updated_at",
+        "fulfilled_at",
+        "canceled_at",
+        "attempted_at",
+        "next_attempt_at",
+        "created_gte",
+        "created_lt",
+    }
+    offenders = [
+        f"{where}: {name}" for where, name, schema in timestamps if not _is_date_time(schema)
+    ]
+    assert offenders == []

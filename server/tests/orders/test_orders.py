@@ -44,6 +44,7 @@ ORDER_FIELDS = {
     "updated_at",
     "fulfilled_at",
     "canceled_at",
+    "version",
 }
 ITEM_FIELDS = {"product_id", "name", "quantity", "unit_price"}
 ORDER_ID = re.compile(r"^ord_[A-Za-z0-9]+$")
@@ -154,6 +155,7 @@ async def test_creating_an_order_returns_201_with_the_full_pending_record_and_lo
         "updated_at": order["created_at"],
         "fulfilled_at": None,
         "canceled_at": None,
+        "version": 1,
     }
     assert TIMESTAMP.match(order["created_at"])
     assert set(order["items"][0]) == ITEM_FIELDS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -326,3 +327,79 @@ async def test_0006_gives_the_events_written_before_it_their_order_id(
             assert await conn.scalar(text("SELECT count(*) FROM events")) == 2
     finally:
         await database.dispose()
+
+
+async def test_0008_gives_the_orders_and_events_before_it_their_exact_version(
+    empty_database_url: str,
+) -> None:
+    """0008 adds ``orders.version``: a pending order had no change (1), any other one (2); an
+    ``order.created`` event's ``data`` gets version 1, a fulfilment's or cancel's 2. Down again,
+    the column and the events' ``version`` go and the rows stay."""
+    from alembic import command
+
+    from commerce_api.storage.migrations import alembic_config
+
+    def to(revision: str) -> Any:
+        def run(sync_conn: Connection) -> None:
+            if revision.startswith("-"):
+                command.downgrade(alembic_config(sync_conn), revision[1:])
+            else:
+                command.upgrade(alembic_config(sync_conn), revision)
+
+        return run
+
+    when = "'2026-01-01 00:00:00'"
+    database = Database(empty_database_url)
+    try:
+        async with database.write() as conn:
+            await conn.run_sync(to("0007"))
+            await conn.execute(
+                text(
+                    "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', "
+                    f"'development', {when})"
+                )
+            )
+            for order_id, status in [("ord_1", "pending"), ("ord_2", "fulfilled")]:
+                await conn.execute(
+                    text(
+                        "INSERT INTO orders (id, account_id, status, customer_id, "
+                        "shipping_address, total_minor, currency, created_at, updated_at) "
+                        f"VALUES ('{order_id}', 'acct_1', '{status}', 'c', '{{}}', 0, 'USD', "
+                        f"{when}, {when})"
+                    )
+                )
+            for event_id, type_, order_id in [
+                ("evt_1", "order.created", "ord_2"),
+                ("evt_2", "order.fulfilled", "ord_2"),
+            ]:
+                await conn.execute(
+                    text(
+                        "INSERT INTO events (id, account_id, type, data, created_at, order_id) "
+                        f"VALUES ('{event_id}', 'acct_1', '{type_}', "
+                        f"'{{\"id\": \"{order_id}\"}}', {when}, '{order_id}')"
+                    )
+                )
+        async with database.write() as conn:
+            await conn.run_sync(to("head"))
+        async with database.read() as conn:
+            versions = await conn.execute(text("SELECT id, version FROM orders ORDER BY id"))
+            assert [tuple(row) for row in versions] == [("ord_1", 1), ("ord_2", 2)]
+            data = await conn.execute(text("SELECT data FROM events ORDER BY id"))
+            assert [_json(row.data) for row in data] == [
+                {"id": "ord_2", "version": 1},
+                {"id": "ord_2", "version": 2},
+            ]
+            assert not await conn.run_sync(_schema_diff)
+        async with database.write() as conn:
+            await conn.run_sync(to("-0007"))
+        async with database.read() as conn:
+            data = await conn.execute(text("SELECT data FROM events ORDER BY id"))
+            assert [_json(row.data) for row in data] == [{"id": "ord_2"}, {"id": "ord_2"}]
+            assert await conn.scalar(text("SELECT count(*) FROM orders")) == 2
+    finally:
+        await database.dispose()
+
+
+def _json(value: Any) -> Any:
+    """A JSON column read with plain SQL: text on SQLite, already decoded by asyncpg or not."""
+    return json.loads(value) if isinstance(value, str) else value

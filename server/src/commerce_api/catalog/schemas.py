@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, field_validator
 
 from commerce_api.core.money import MAX_PRICE_MINOR, MINOR_PER_MAJOR, to_minor
+from commerce_api.core.timestamps import TimestampText
 from commerce_api.http.schemas import (
     MultiLine,
     Pagination,
@@ -50,12 +51,12 @@ class ProductListItem(ResponseModel):
     description: str
     price: float = Field(description="Decimal amount with at most two fraction digits.")
     category: str
-    created_at: str = Field(description="ISO 8601 UTC timestamp.")
+    created_at: TimestampText = Field(description="ISO 8601 UTC timestamp.")
 
 
 class Product(ProductListItem):
     inventory_count: int = Field(description="Units in stock right now.")
-    updated_at: str = Field(description="ISO 8601 UTC timestamp.")
+    updated_at: TimestampText = Field(description="ISO 8601 UTC timestamp.")
 
 
 class ProductList(ResponseModel):

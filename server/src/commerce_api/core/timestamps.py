@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, WithJsonSchema
 
 
 def utcnow() -> datetime:
@@ -17,6 +17,11 @@ def format_timestamp(value: datetime) -> str:
     """``2026-11-21T08:12:41.123Z``: ISO 8601 in UTC, as the spec's ``<timestamp>``."""
     value = value.astimezone(UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+# A timestamp the API answers with (the text of :func:`format_timestamp`), declared as JSON
+# Schema's ``date-time`` so that clients generated from the OpenAPI document know it is one.
+TimestampText = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 def format_optional_timestamp(value: datetime | None) -> str | None:

@@ -6,18 +6,19 @@ from typing import Literal
 
 from pydantic import Field
 
+from commerce_api.core.timestamps import TimestampText
 from commerce_api.http.schemas import Pagination, ResponseModel
 
 
 class Event(ResponseModel):
     id: str
     type: str
-    created_at: str
+    created_at: TimestampText
     data: dict[str, object] = Field(description="The order, as it was after the change.")
 
 
 class DeliveryAttempt(ResponseModel):
-    attempted_at: str
+    attempted_at: TimestampText
     status_code: int | None = Field(description="The receiver's status; null if none came.")
     duration_ms: int | None = Field(
         description="How long the attempt took; null if it was interrupted (its end is unknown)."
@@ -31,7 +32,7 @@ class DeliveryAttempt(ResponseModel):
 class Delivery(ResponseModel):
     endpoint_id: str
     status: Literal["pending", "succeeded", "failed"]
-    next_attempt_at: str | None
+    next_attempt_at: TimestampText | None
     attempts: list[DeliveryAttempt]
 
 

@@ -105,14 +105,16 @@ async def change_status(
     at: datetime,
     stamp: str,
 ) -> bool:
-    """Move an order between states if it is still in ``from_status``; False otherwise.
+    """Move an order between states if it is still in ``from_status``, one version on;
+    False otherwise.
 
-    Conditional, so two concurrent cancels (or a cancel and a fulfil) cannot both win.
+    Conditional, so two concurrent cancels (or a cancel and a fulfil) cannot both win; the
+    version moves in the same statement, so no change is ever seen without its version.
     """
     result = await conn.execute(
         update(orders)
         .where(orders.c.id == order_id, orders.c.status == from_status)
-        .values(status=to_status, updated_at=at, **{stamp: at})
+        .values(status=to_status, updated_at=at, version=orders.c.version + 1, **{stamp: at})
         .returning(orders.c.id)
     )
     return result.first() is not None

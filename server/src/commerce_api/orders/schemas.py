@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 import pycountry
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
+from commerce_api.core.timestamps import TimestampText
 from commerce_api.http.schemas import (
     Pagination,
     RequestModel,
@@ -91,10 +92,10 @@ class Order(ResponseModel):
     shipping_address: Address
     total: float = Field(description="Sum of quantity x unit_price over the items, exact.")
     currency: str
-    created_at: str
-    updated_at: str
-    fulfilled_at: str | None
-    canceled_at: str | None
+    created_at: TimestampText
+    updated_at: TimestampText
+    fulfilled_at: TimestampText | None
+    canceled_at: TimestampText | None
 
 
 class OrderList(ResponseModel):

@@ -64,6 +64,7 @@ def render_order(order: Any, lines: list[Any]) -> dict[str, Any]:
         "updated_at": format_timestamp(order.updated_at),
         "fulfilled_at": format_optional_timestamp(order.fulfilled_at),
         "canceled_at": format_optional_timestamp(order.canceled_at),
+        "version": order.version,
     }
 
 
@@ -159,6 +160,7 @@ def new_order_rows(
         "updated_at": now,
         "fulfilled_at": None,
         "canceled_at": None,
+        "version": 1,
     }
     items = [
         {

@@ -148,6 +148,9 @@ orders = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("fulfilled_at", UTCDateTime, nullable=True),
     Column("canceled_at", UTCDateTime, nullable=True),
+    # 1 at creation, one more per change (each status change adds 1, in its own UPDATE), so a
+    # webhook receiver can tell a stale delivery of the order from a fresh one.
+    Column("version", Integer, nullable=False, server_default="1"),
     CheckConstraint("status IN ('pending', 'fulfilled', 'canceled')", name="status"),
     CheckConstraint("total_minor >= 0", name="total_not_negative"),
     # The list queries: an account's orders, optionally by status or customer, in order.

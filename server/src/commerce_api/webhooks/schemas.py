@@ -15,6 +15,7 @@ from pydantic import (
     field_validator,
 )
 
+from commerce_api.core.timestamps import TimestampText
 from commerce_api.http.schemas import (
     Pagination,
     RequestModel,
@@ -111,8 +112,8 @@ class WebhookEndpoint(ResponseModel):
         description="Why the service disabled it: the receiver answered 410 Gone, or every attempt "
         "has failed for `COMMERCE_WEBHOOK_DISABLE_AFTER_SECONDS` (3 days) since the time it names."
     )
-    created_at: str
-    updated_at: str
+    created_at: TimestampText
+    updated_at: TimestampText
 
 
 class WebhookEndpointWithSecret(WebhookEndpoint):
