@@ -96,6 +96,12 @@ class Order(ResponseModel):
     updated_at: TimestampText
     fulfilled_at: TimestampText | None
     canceled_at: TimestampText | None
+    version: int = Field(
+        ge=1,
+        description="1 when the order is placed, one more at each change (fulfilled, canceled, "
+        "expired). An event's `data` carries the order's version: a webhook receiver that has "
+        "seen a higher one for this order drops the delivery as stale.",
+    )
 
 
 class OrderList(ResponseModel):
