@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypedDict, TypeVar
 
 from fastapi import Query
 
@@ -73,6 +73,32 @@ class NewestFirst:
 
 
 WHOLE_LIST = NewestFirst()  # no range, no cursor
+
+
+class NewestFirstPaging(TypedDict):
+    """The paging arguments of a newest-first list's service (``list_orders``, ``list_events``)."""
+
+    chosen: NewestFirst
+    limit: int
+    offset: int
+    starting_after: str | None
+
+
+def newest_first_paging(
+    limit: int,
+    offset: int,
+    starting_after: str | None,
+    created_gte: datetime | None,
+    created_lt: datetime | None,
+) -> NewestFirstPaging:
+    """The paging arguments from a list endpoint's query parameters (the limit clamped)."""
+    return {
+        "chosen": NewestFirst(created_gte, created_lt),
+        "limit": clamp(limit),
+        "offset": offset,
+        "starting_after": starting_after,
+    }
+
 
 RowT = TypeVar("RowT")
 

@@ -13,10 +13,9 @@ from commerce_api.core.pagination import (
     CreatedGte,
     CreatedLt,
     Limit,
-    NewestFirst,
     Offset,
     StartingAfter,
-    clamp,
+    newest_first_paging,
 )
 from commerce_api.events import service
 from commerce_api.events.schemas import EventList, EventWithDeliveries
@@ -55,16 +54,14 @@ async def list_events(
 
     Page with `starting_after` (the last id of the page before): events recorded meanwhile do
     not shift the pages, so each event is seen once."""
+    paging = newest_first_paging(limit, offset, starting_after, created_gte, created_lt)
     async with services.db.read() as conn:
         page = await service.list_events(
             conn,
             principal,
             event_type=type,
             order_id=order_id,
-            chosen=NewestFirst(created_gte, created_lt),
-            limit=clamp(limit),
-            offset=offset,
-            starting_after=starting_after,
+            **paging,
         )
     return json_response(page)
 

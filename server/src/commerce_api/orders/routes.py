@@ -12,10 +12,9 @@ from commerce_api.core.pagination import (
     CreatedGte,
     CreatedLt,
     Limit,
-    NewestFirst,
     Offset,
     StartingAfter,
-    clamp,
+    newest_first_paging,
 )
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
@@ -85,16 +84,14 @@ async def list_orders(
     Page with `starting_after` (the last id of the page before): orders placed meanwhile do
     not shift the pages, so each order is seen once. `offset` pages too, but shifts as orders
     arrive."""
+    paging = newest_first_paging(limit, offset, starting_after, created_gte, created_lt)
     async with services.db.read() as conn:
         page = await service.list_orders(
             conn,
             principal,
             status=status,
             customer_id=customer_id,
-            chosen=NewestFirst(created_gte, created_lt),
-            limit=clamp(limit),
-            offset=offset,
-            starting_after=starting_after,
+            **paging,
         )
     return json_response(page)
 
