@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -224,22 +224,24 @@ async def test_concurrent_migrations_on_a_migrated_database(database_url: str) -
     await _check_migrated(database_url)
 
 
-async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url: str) -> None:
-    """0004 swaps the endpoint's failure count for ``failing_since`` in place: endpoints and the
-    deliveries whose foreign keys point at them survive the upgrade and the downgrade."""
+def _migrate_to(revision: str) -> Callable[[Connection], None]:
+    """For ``conn.run_sync``: upgrade to ``revision``, or down to it from a ``-`` prefix."""
     from alembic import command
 
     from commerce_api.storage.migrations import alembic_config
 
-    def to(revision: str) -> Any:
-        def run(sync_conn: Connection) -> None:
-            if revision.startswith("-"):
-                command.downgrade(alembic_config(sync_conn), revision[1:])
-            else:
-                command.upgrade(alembic_config(sync_conn), revision)
+    def run(sync_conn: Connection) -> None:
+        if revision.startswith("-"):
+            command.downgrade(alembic_config(sync_conn), revision[1:])
+        else:
+            command.upgrade(alembic_config(sync_conn), revision)
 
-        return run
+    return run
 
+
+async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url: str) -> None:
+    """0004 swaps the endpoint's failure count for ``failing_since`` in place: endpoints and the
+    deliveries whose foreign keys point at them survive the upgrade and the downgrade."""
     rows = [
         "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', 'development', "
         "'2026-01-01 00:00:00')",
@@ -256,11 +258,11 @@ async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url:
     database = Database(empty_database_url)
     try:
         async with database.write() as conn:
-            await conn.run_sync(to("0003"))
+            await conn.run_sync(_migrate_to("0003"))
             for row in rows:
                 await conn.execute(text(row))
         async with database.write() as conn:
-            await conn.run_sync(to("head"))
+            await conn.run_sync(_migrate_to("head"))
         async with database.read() as conn:
             endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
             assert (endpoint.id, endpoint.failing_since) == ("we_1", None)
@@ -269,7 +271,7 @@ async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url:
             assert count == 1
             assert not await conn.run_sync(_schema_diff)
         async with database.write() as conn:
-            await conn.run_sync(to("-0003"))
+            await conn.run_sync(_migrate_to("-0003"))
         async with database.read() as conn:
             endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
             assert (endpoint.id, endpoint.consecutive_failures) == ("we_1", 0)
@@ -283,23 +285,10 @@ async def test_0006_gives_the_events_written_before_it_their_order_id(
 ) -> None:
     """0006 adds ``events.order_id`` (the list's ``order_id`` filter) and fills it in from each
     event's ``data``; down again, the column goes and the events stay."""
-    from alembic import command
-
-    from commerce_api.storage.migrations import alembic_config
-
-    def to(revision: str) -> Any:
-        def run(sync_conn: Connection) -> None:
-            if revision.startswith("-"):
-                command.downgrade(alembic_config(sync_conn), revision[1:])
-            else:
-                command.upgrade(alembic_config(sync_conn), revision)
-
-        return run
-
     database = Database(empty_database_url)
     try:
         async with database.write() as conn:
-            await conn.run_sync(to("0005"))
+            await conn.run_sync(_migrate_to("0005"))
             await conn.execute(
                 text(
                     "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', "
@@ -316,13 +305,13 @@ async def test_0006_gives_the_events_written_before_it_their_order_id(
                     )
                 )
         async with database.write() as conn:
-            await conn.run_sync(to("head"))
+            await conn.run_sync(_migrate_to("head"))
         async with database.read() as conn:
             rows = await conn.execute(text("SELECT id, order_id FROM events ORDER BY id"))
             assert [tuple(row) for row in rows] == [("evt_1", "ord_1"), ("evt_2", "ord_2")]
             assert not await conn.run_sync(_schema_diff)
         async with database.write() as conn:
-            await conn.run_sync(to("-0005"))
+            await conn.run_sync(_migrate_to("-0005"))
         async with database.read() as conn:
             assert await conn.scalar(text("SELECT count(*) FROM events")) == 2
     finally:
@@ -335,24 +324,11 @@ async def test_0008_gives_the_orders_and_events_before_it_their_exact_version(
     """0008 adds ``orders.version``: a pending order had no change (1), any other one (2); an
     ``order.created`` event's ``data`` gets version 1, a fulfilment's or cancel's 2. Down again,
     the column and the events' ``version`` go and the rows stay."""
-    from alembic import command
-
-    from commerce_api.storage.migrations import alembic_config
-
-    def to(revision: str) -> Any:
-        def run(sync_conn: Connection) -> None:
-            if revision.startswith("-"):
-                command.downgrade(alembic_config(sync_conn), revision[1:])
-            else:
-                command.upgrade(alembic_config(sync_conn), revision)
-
-        return run
-
     when = "'2026-01-01 00:00:00'"
     database = Database(empty_database_url)
     try:
         async with database.write() as conn:
-            await conn.run_sync(to("0007"))
+            await conn.run_sync(_migrate_to("0007"))
             await conn.execute(
                 text(
                     "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', "
@@ -380,7 +356,7 @@ async def test_0008_gives_the_orders_and_events_before_it_their_exact_version(
                     )
                 )
         async with database.write() as conn:
-            await conn.run_sync(to("head"))
+            await conn.run_sync(_migrate_to("head"))
         async with database.read() as conn:
             versions = await conn.execute(text("SELECT id, version FROM orders ORDER BY id"))
             assert [tuple(row) for row in versions] == [("ord_1", 1), ("ord_2", 2)]
@@ -391,7 +367,7 @@ async def test_0008_gives_the_orders_and_events_before_it_their_exact_version(
             ]
             assert not await conn.run_sync(_schema_diff)
         async with database.write() as conn:
-            await conn.run_sync(to("-0007"))
+            await conn.run_sync(_migrate_to("-0007"))
         async with database.read() as conn:
             data = await conn.execute(text("SELECT data FROM events ORDER BY id"))
             assert [_json(row.data) for row in data] == [{"id": "ord_2"}, {"id": "ord_2"}]
