@@ -6,12 +6,13 @@ only documented statuses, bodies and headers that match the schema, the right co
 auth enforced, invalid input rejected and valid input accepted.
 
 Part two checks properties of the document itself (version, security, error envelope, no 422,
-``X-Request-Id``; for generators, ``format: date-time`` on every timestamp) and that ``/docs``
-works offline (same-origin assets only).
+``X-Request-Id``; for generators, ``format: date-time`` on every timestamp and a ``webhooks``
+section with every event's payload) and that ``/docs`` works offline (same-origin assets only).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import jsonschema_rs
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -28,14 +30,20 @@ from hypothesis import strategies as st
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
 from schemathesis.python import asgi as schemathesis_asgi
+from sqlalchemy import select
 
 from commerce_api.app.factory import create_app
 from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import ProductCreate
 from commerce_api.core.errors import REASONS
 from commerce_api.http.openapi import BEARER, OPENAPI_URL
+from commerce_api.orders.domain import EVENT_FOR_STATUS
 from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events as events_table
+from commerce_api.webhooks.schemas import EVENT_TYPES
+from commerce_api.webhooks.sender import event_body
 from tests.conftest import KeyFactory, make_settings
+from tests.factories import place_ok
 from tests.helpers import bearer
 
 # The document does not depend on the database: build it once, offline, to parametrize tests.
@@ -412,7 +420,7 @@ async def test_undocumented_method_is_405_with_an_allow_header(
     assert allowed == _documented_methods(path)
 
 
-# --- for generators ----------------------------------------------------------------------------
+# --- for generators: timestamps and webhooks ---------------------------------------------------
 
 TIMESTAMP_NAME = re.compile(r".+_at|created_gte|created_lt|since")
 
@@ -462,3 +470,58 @@ def test_every_timestamp_is_a_date_time() -> None:
         f"{where}: {name}" for where, name, schema in timestamps if not _is_date_time(schema)
     ]
     assert offenders == []
+
+
+def _payload_schema(event_type: str) -> tuple[str, dict[str, Any]]:
+    body = DOCUMENT["webhooks"][event_type]["post"]["requestBody"]
+    assert body["required"] is True
+    ref: str = body["content"]["application/json"]["schema"]["$ref"]
+    return ref, DOCUMENT["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+
+def test_webhooks_describe_every_event_type() -> None:
+    assert set(EVENT_TYPES) == set(EVENT_FOR_STATUS.values())
+    assert sorted(DOCUMENT.get("webhooks", {})) == sorted(EVENT_TYPES)
+
+
+@pytest.mark.parametrize("event_type", EVENT_TYPES)
+def test_each_webhook_documents_its_payload_and_signature_headers(event_type: str) -> None:
+    operations = DOCUMENT["webhooks"][event_type]
+    assert list(operations) == ["post"]
+    operation = operations["post"]
+    _, payload = _payload_schema(event_type)
+    assert sorted(payload["required"]) == ["created_at", "data", "id", "type"]
+    assert payload["properties"]["type"]["const"] == event_type
+    assert payload["properties"]["data"]["$ref"] == "#/components/schemas/Order"
+    assert _is_date_time(payload["properties"]["created_at"])
+    headers = {p["name"]: p for p in operation["parameters"] if p["in"] == "header"}
+    assert sorted(headers) == ["webhook-id", "webhook-signature", "webhook-timestamp"]
+    assert all(header["required"] for header in headers.values())
+    assert set(operation["responses"]) == {"200"}, "the receiver's answer: any 2xx, no 422"
+    assert "security" not in operation
+
+
+async def test_delivered_bodies_match_their_webhook_schema(
+    client: httpx.AsyncClient, db: Database, admin_key: str, client_key: str, product_in_stock: str
+) -> None:
+    """The bodies the dispatcher sends (``event_body``) validate against the document, formats
+    included (with jsonschema_rs, schemathesis's validator), and name no field it leaves out."""
+    for action, key in (("fulfill", admin_key), ("cancel", client_key)):
+        order = await place_ok(client, client_key, (product_in_stock, 1))
+        response = await client.post(f"/v1/orders/{order['id']}/{action}", headers=bearer(key))
+        assert response.status_code == 200, response.text
+    async with db.read() as conn:
+        rows = (await conn.execute(select(events_table))).all()
+    assert sorted(row.type for row in rows) == sorted([*EVENT_TYPES, "order.created"])
+
+    schemas = DOCUMENT["components"]["schemas"]
+    for row in rows:
+        body = json.loads(event_body(row))
+        ref, payload = _payload_schema(row.type)
+        validator = jsonschema_rs.validator_for(
+            {"$ref": ref, "components": DOCUMENT["components"]}, validate_formats=True
+        )
+        errors = [error.message for error in validator.iter_errors(body)]
+        assert errors == [], (row.type, errors)
+        assert set(body) == set(payload["properties"])
+        assert set(body["data"]) == set(schemas["Order"]["properties"])

@@ -36,6 +36,7 @@ from commerce_api.observability.logging import resolved_format
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.domain import expiry_sweep_seconds
 from commerce_api.orders.routes import router as orders_router
+from commerce_api.orders.webhooks import order_webhooks
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
@@ -235,5 +236,6 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)
+    app.webhooks.include_router(order_webhooks)  # documented only: what deliveries look like
     install_openapi(app, PUBLIC_PATHS)
     return app

@@ -1,8 +1,9 @@
 """The OpenAPI 3.1 document at ``/v1/openapi.json`` and the offline ``/docs`` page.
 
-FastAPI generates the document from the routes; :func:`finalise` then makes it describe what
-the service really does: the bearer scheme, the error envelope on every error status (never
-FastAPI's default 422 body), and the headers every response carries.
+FastAPI generates the document from the routes, and its ``webhooks`` section from the
+declarations in ``app.webhooks`` (the deliveries' bodies and headers); :func:`finalise` then
+makes it describe what the service really does: the bearer scheme, the error envelope on every
+error status (never FastAPI's default 422 body), and the headers every response carries.
 """
 
 from __future__ import annotations
@@ -97,6 +98,10 @@ def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, 
     }
     for name in ("HTTPValidationError", "ValidationError"):
         components.get("schemas", {}).pop(name, None)
+    for operations in schema.get("webhooks", {}).values():
+        for operation in operations.values():
+            # The receiver's answer: FastAPI's 422 would say it validates bodies as we do.
+            operation.get("responses", {}).pop("422", None)
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             responses: dict[str, Any] = operation.setdefault("responses", {})
@@ -132,6 +137,7 @@ def install_openapi(app: FastAPI, public_paths: frozenset[str]) -> None:
                 openapi_version="3.1.0",
                 description=DESCRIPTION,
                 routes=app.routes,
+                webhooks=app.webhooks.routes,
                 servers=[{"url": "/", "description": "This server"}],
             )
             app.openapi_schema = finalise(schema, public_paths)

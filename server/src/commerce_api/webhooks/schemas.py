@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
+    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -100,6 +101,21 @@ class WebhookEndpointUpdate(RequestModel):
         if value is None:
             raise ValueError("must not be null; omit the field to keep its value")
         return value
+
+
+class DeliveryHeaders(BaseModel):
+    """The Standard Webhooks headers of every delivery (``signing.py``); any Standard Webhooks
+    library verifies them with the endpoint's secret."""
+
+    webhook_id: str = Field(
+        description="The event's id (`evt_…`), the same on every attempt: dedupe on it."
+    )
+    webhook_timestamp: int = Field(description="When this attempt was sent: Unix time in seconds.")
+    webhook_signature: str = Field(
+        description="`v1,<base64 HMAC-SHA256 of {webhook-id}.{webhook-timestamp}.{body}>` with "
+        "the endpoint's secret; during a secret rotation, one such value per secret, separated "
+        "by spaces."
+    )
 
 
 class WebhookEndpoint(ResponseModel):
