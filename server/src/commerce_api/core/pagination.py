@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypedDict, TypeVar
 
 from fastapi import Query
 
+from commerce_api.core.errors import APIError, not_found
 from commerce_api.core.timestamps import Timestamp
 
 DEFAULT_PAGE_SIZE = 20
@@ -110,16 +111,24 @@ async def newest_first_rows(
     *,
     count: Callable[[NewestFirst], Awaitable[int]],
     fetch: Callable[[NewestFirst, int], Awaitable[Sequence[RowT]]],
-    locate: Callable[[str], Awaitable[Position]],
+    load: Callable[[str], Awaitable[Any]],
+    noun: str,
 ) -> tuple[Sequence[RowT], int, int]:
     """One page of a newest-first list: its rows, the list's total, and the page's offset in
     the list. ``count(window)`` counts the items of a window, ``fetch(window, skip)`` reads a
-    page of them, ``locate(id)`` finds the ``starting_after`` item (or refuses it). With a
+    page of them, ``load(id)`` reads an item the caller can see (an :class:`APIError`
+    otherwise): the ``starting_after`` one, a 404 naming the parameter when it cannot. With a
     cursor, ``offset`` counts from it."""
     total = await count(chosen)
     skip = offset
     if starting_after is not None:
-        chosen = replace(chosen, after=await locate(starting_after))
+        try:
+            cursor = await load(starting_after)
+        except APIError:
+            raise not_found(
+                f"No {noun} with id `{starting_after}` to start after.", "starting_after"
+            ) from None
+        chosen = replace(chosen, after=Position(cursor.created_at, cursor.id))
         offset = max(total - await count(chosen), 0) + skip  # the items before the page
     rows = await fetch(chosen, skip) if offset < total else []
     return rows, total, offset

@@ -18,7 +18,6 @@ from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.pagination import (
     WHOLE_LIST,
     NewestFirst,
-    Position,
     newest_first_rows,
     page,
 )
@@ -116,21 +115,10 @@ async def list_events(
         starting_after,
         count=lambda window: events_repository.count_events(conn, wanted(window)),
         fetch=lambda window, skip: events_repository.page_events(conn, wanted(window), limit, skip),
-        locate=lambda event_id: _load_cursor(conn, principal, event_id),
+        load=lambda event_id: _load_event(conn, principal, event_id),
+        noun="event",
     )
     return page([render_event(row) for row in rows], total, limit, offset)
-
-
-async def _load_cursor(conn: AsyncConnection, principal: Principal, event_id: str) -> Position:
-    """Where the ``starting_after`` event stands; 404 naming the parameter if the caller cannot
-    see it."""
-    try:
-        event = await _load_event(conn, principal, event_id)
-    except APIError:
-        raise not_found(
-            f"No event with id `{event_id}` to start after.", "starting_after"
-        ) from None
-    return Position(event.created_at, event.id)
 
 
 async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:

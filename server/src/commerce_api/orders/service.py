@@ -16,7 +16,6 @@ from commerce_api.core.money import to_major
 from commerce_api.core.pagination import (
     WHOLE_LIST,
     NewestFirst,
-    Position,
     newest_first_rows,
     page,
 )
@@ -204,25 +203,14 @@ async def list_orders(
         fetch=lambda window, skip: repository.page_orders(
             conn, account_id, status, customer_id, window, limit, skip
         ),
-        locate=lambda order_id: _load_cursor(conn, principal, order_id),
+        load=lambda order_id: _load(conn, principal, order_id),
+        noun="order",
     )
     lines_by_order: dict[str, list[Any]] = defaultdict(list)
     for line in await repository.lines_of(conn, [row.id for row in rows]):
         lines_by_order[line.order_id].append(line)
     items = [render_order(row, lines_by_order[row.id]) for row in rows]
     return page(items, total, limit, offset)
-
-
-async def _load_cursor(conn: AsyncConnection, principal: Principal, order_id: str) -> Position:
-    """Where the ``starting_after`` order stands; 404 naming the parameter if the caller cannot
-    see it."""
-    try:
-        order = await _load(conn, principal, order_id)
-    except APIError:
-        raise not_found(
-            f"No order with id `{order_id}` to start after.", "starting_after"
-        ) from None
-    return Position(order.created_at, order.id)
 
 
 async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) -> dict[str, Any]:
