@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
 from commerce_api.storage.db import Database
@@ -239,12 +240,41 @@ def _migrate_to(revision: str) -> Callable[[Connection], None]:
     return run
 
 
+ACCOUNT_ROW = (
+    "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', 'development', "
+    "'2026-01-01 00:00:00')"
+)
+
+Check = Callable[[AsyncConnection], Awaitable[None]]
+
+
+async def _round_trip(url: str, before: str, rows: Sequence[str], up: Check, down: Check) -> None:
+    """On a new database at revision ``before``, insert ``rows``; migrate to head, where ``up``
+    checks them and the schema is the tables'; then back to ``before``, where ``down`` does."""
+    database = Database(url)
+    try:
+        async with database.write() as conn:
+            await conn.run_sync(_migrate_to(before))
+            for row in rows:
+                await conn.execute(text(row))
+        async with database.write() as conn:
+            await conn.run_sync(_migrate_to("head"))
+        async with database.read() as conn:
+            await up(conn)
+            assert not await conn.run_sync(_schema_diff)
+        async with database.write() as conn:
+            await conn.run_sync(_migrate_to(f"-{before}"))
+        async with database.read() as conn:
+            await down(conn)
+    finally:
+        await database.dispose()
+
+
 async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url: str) -> None:
     """0004 swaps the endpoint's failure count for ``failing_since`` in place: endpoints and the
     deliveries whose foreign keys point at them survive the upgrade and the downgrade."""
     rows = [
-        "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', 'development', "
-        "'2026-01-01 00:00:00')",
+        ACCOUNT_ROW,
         "INSERT INTO events (id, account_id, type, data, created_at) VALUES ('evt_1', 'acct_1', "
         "'order.created', '{}', '2026-01-01 00:00:00')",
         "INSERT INTO webhook_endpoints (id, account_id, url, event_types, enabled, "
@@ -255,29 +285,19 @@ async def test_0004_keeps_endpoints_and_deliveries_both_ways(empty_database_url:
         "updated_at) VALUES ('evt_1', 'we_1', 'pending', 0, '2026-01-01 00:00:00', "
         "'2026-01-01 00:00:00')",
     ]
-    database = Database(empty_database_url)
-    try:
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("0003"))
-            for row in rows:
-                await conn.execute(text(row))
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("head"))
-        async with database.read() as conn:
-            endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
-            assert (endpoint.id, endpoint.failing_since) == ("we_1", None)
-            assert "consecutive_failures" not in endpoint._fields
-            count = await conn.scalar(text("SELECT count(*) FROM webhook_deliveries"))
-            assert count == 1
-            assert not await conn.run_sync(_schema_diff)
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("-0003"))
-        async with database.read() as conn:
-            endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
-            assert (endpoint.id, endpoint.consecutive_failures) == ("we_1", 0)
-            assert await conn.scalar(text("SELECT count(*) FROM webhook_deliveries")) == 1
-    finally:
-        await database.dispose()
+
+    async def up(conn: AsyncConnection) -> None:
+        endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
+        assert (endpoint.id, endpoint.failing_since) == ("we_1", None)
+        assert "consecutive_failures" not in endpoint._fields
+        assert await conn.scalar(text("SELECT count(*) FROM webhook_deliveries")) == 1
+
+    async def down(conn: AsyncConnection) -> None:
+        endpoint = (await conn.execute(text("SELECT * FROM webhook_endpoints"))).one()
+        assert (endpoint.id, endpoint.consecutive_failures) == ("we_1", 0)
+        assert await conn.scalar(text("SELECT count(*) FROM webhook_deliveries")) == 1
+
+    await _round_trip(empty_database_url, "0003", rows, up, down)
 
 
 async def test_0006_gives_the_events_written_before_it_their_order_id(
@@ -285,37 +305,22 @@ async def test_0006_gives_the_events_written_before_it_their_order_id(
 ) -> None:
     """0006 adds ``events.order_id`` (the list's ``order_id`` filter) and fills it in from each
     event's ``data``; down again, the column goes and the events stay."""
-    database = Database(empty_database_url)
-    try:
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("0005"))
-            await conn.execute(
-                text(
-                    "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', "
-                    "'development', '2026-01-01 00:00:00')"
-                )
-            )
-            for event_id, order_id in [("evt_1", "ord_1"), ("evt_2", "ord_2")]:
-                await conn.execute(
-                    text(
-                        "INSERT INTO events (id, account_id, type, data, created_at) VALUES "
-                        f"('{event_id}', 'acct_1', 'order.created', "
-                        f'\'{{"id": "{order_id}", "status": "pending"}}\', '
-                        "'2026-01-01 00:00:00')"
-                    )
-                )
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("head"))
-        async with database.read() as conn:
-            rows = await conn.execute(text("SELECT id, order_id FROM events ORDER BY id"))
-            assert [tuple(row) for row in rows] == [("evt_1", "ord_1"), ("evt_2", "ord_2")]
-            assert not await conn.run_sync(_schema_diff)
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("-0005"))
-        async with database.read() as conn:
-            assert await conn.scalar(text("SELECT count(*) FROM events")) == 2
-    finally:
-        await database.dispose()
+    rows = [ACCOUNT_ROW] + [
+        "INSERT INTO events (id, account_id, type, data, created_at) VALUES "
+        f"('{event_id}', 'acct_1', 'order.created', "
+        f'\'{{"id": "{order_id}", "status": "pending"}}\', '
+        "'2026-01-01 00:00:00')"
+        for event_id, order_id in [("evt_1", "ord_1"), ("evt_2", "ord_2")]
+    ]
+
+    async def up(conn: AsyncConnection) -> None:
+        found = await conn.execute(text("SELECT id, order_id FROM events ORDER BY id"))
+        assert [tuple(row) for row in found] == [("evt_1", "ord_1"), ("evt_2", "ord_2")]
+
+    async def down(conn: AsyncConnection) -> None:
+        assert await conn.scalar(text("SELECT count(*) FROM events")) == 2
+
+    await _round_trip(empty_database_url, "0005", rows, up, down)
 
 
 async def test_0008_gives_the_orders_and_events_before_it_their_exact_version(
@@ -325,55 +330,38 @@ async def test_0008_gives_the_orders_and_events_before_it_their_exact_version(
     ``order.created`` event's ``data`` gets version 1, a fulfilment's or cancel's 2. Down again,
     the column and the events' ``version`` go and the rows stay."""
     when = "'2026-01-01 00:00:00'"
-    database = Database(empty_database_url)
-    try:
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("0007"))
-            await conn.execute(
-                text(
-                    "INSERT INTO accounts (id, name, tier, created_at) VALUES ('acct_1', 'a', "
-                    f"'development', {when})"
-                )
-            )
-            for order_id, status in [("ord_1", "pending"), ("ord_2", "fulfilled")]:
-                await conn.execute(
-                    text(
-                        "INSERT INTO orders (id, account_id, status, customer_id, "
-                        "shipping_address, total_minor, currency, created_at, updated_at) "
-                        f"VALUES ('{order_id}', 'acct_1', '{status}', 'c', '{{}}', 0, 'USD', "
-                        f"{when}, {when})"
-                    )
-                )
-            for event_id, type_, order_id in [
-                ("evt_1", "order.created", "ord_2"),
-                ("evt_2", "order.fulfilled", "ord_2"),
-            ]:
-                await conn.execute(
-                    text(
-                        "INSERT INTO events (id, account_id, type, data, created_at, order_id) "
-                        f"VALUES ('{event_id}', 'acct_1', '{type_}', "
-                        f"'{{\"id\": \"{order_id}\"}}', {when}, '{order_id}')"
-                    )
-                )
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("head"))
-        async with database.read() as conn:
-            versions = await conn.execute(text("SELECT id, version FROM orders ORDER BY id"))
-            assert [tuple(row) for row in versions] == [("ord_1", 1), ("ord_2", 2)]
-            data = await conn.execute(text("SELECT data FROM events ORDER BY id"))
-            assert [_json(row.data) for row in data] == [
-                {"id": "ord_2", "version": 1},
-                {"id": "ord_2", "version": 2},
-            ]
-            assert not await conn.run_sync(_schema_diff)
-        async with database.write() as conn:
-            await conn.run_sync(_migrate_to("-0007"))
-        async with database.read() as conn:
-            data = await conn.execute(text("SELECT data FROM events ORDER BY id"))
-            assert [_json(row.data) for row in data] == [{"id": "ord_2"}, {"id": "ord_2"}]
-            assert await conn.scalar(text("SELECT count(*) FROM orders")) == 2
-    finally:
-        await database.dispose()
+    orders = [
+        "INSERT INTO orders (id, account_id, status, customer_id, "
+        "shipping_address, total_minor, currency, created_at, updated_at) "
+        f"VALUES ('{order_id}', 'acct_1', '{status}', 'c', '{{}}', 0, 'USD', "
+        f"{when}, {when})"
+        for order_id, status in [("ord_1", "pending"), ("ord_2", "fulfilled")]
+    ]
+    events = [
+        "INSERT INTO events (id, account_id, type, data, created_at, order_id) "
+        f"VALUES ('{event_id}', 'acct_1', '{type_}', "
+        f"'{{\"id\": \"{order_id}\"}}', {when}, '{order_id}')"
+        for event_id, type_, order_id in [
+            ("evt_1", "order.created", "ord_2"),
+            ("evt_2", "order.fulfilled", "ord_2"),
+        ]
+    ]
+
+    async def up(conn: AsyncConnection) -> None:
+        versions = await conn.execute(text("SELECT id, version FROM orders ORDER BY id"))
+        assert [tuple(row) for row in versions] == [("ord_1", 1), ("ord_2", 2)]
+        data = await conn.execute(text("SELECT data FROM events ORDER BY id"))
+        assert [_json(row.data) for row in data] == [
+            {"id": "ord_2", "version": 1},
+            {"id": "ord_2", "version": 2},
+        ]
+
+    async def down(conn: AsyncConnection) -> None:
+        data = await conn.execute(text("SELECT data FROM events ORDER BY id"))
+        assert [_json(row.data) for row in data] == [{"id": "ord_2"}, {"id": "ord_2"}]
+        assert await conn.scalar(text("SELECT count(*) FROM orders")) == 2
+
+    await _round_trip(empty_database_url, "0007", [ACCOUNT_ROW, *orders, *events], up, down)
 
 
 def _json(value: Any) -> Any:
