@@ -220,6 +220,17 @@ async def _(w: World) -> httpx.Response:
     return await w.client.post(cancel, headers=bearer(w.client_key))
 
 
+@situation("endpoint_disabled")
+async def _(w: World) -> httpx.Response:
+    created = await _new_endpoint(w)
+    assert created.status_code == 201, created.text
+    endpoint = f"/v1/webhook_endpoints/{created.json()['id']}"
+    disabled = await w.client.patch(endpoint, json={"enabled": False}, headers=bearer(w.client_key))
+    assert disabled.status_code == 200, disabled.text
+    since = {"since": "2026-11-21T08:00:00Z"}
+    return await w.client.post(f"{endpoint}/recover", json=since, headers=bearer(w.client_key))
+
+
 @situation("idempotency_key_in_use")
 async def _(w: World) -> httpx.Response:
     body = order_body((await w.product(), 1))

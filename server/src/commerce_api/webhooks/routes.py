@@ -14,6 +14,8 @@ from commerce_api.webhooks.schemas import (
     WebhookEndpoint,
     WebhookEndpointCreate,
     WebhookEndpointList,
+    WebhookEndpointRecover,
+    WebhookEndpointRecovered,
     WebhookEndpointUpdate,
     WebhookEndpointWithSecret,
 )
@@ -131,5 +133,29 @@ async def rotate_webhook_endpoint_secret(
     async with services.db.write() as conn:
         endpoint = await service.rotate_secret(conn, principal, id, services.secret_box)
         response = json_response(endpoint)
+        await idempotency.record(conn, request, response)
+    return response
+
+
+@endpoints_router.post(
+    "/{id}/recover",
+    response_model=WebhookEndpointRecovered,
+    responses=error_responses(401, 403, 409, 413, 415),
+    summary="Recover a webhook endpoint's failed deliveries",
+)
+async def recover_webhook_endpoint(
+    id: str,
+    body: WebhookEndpointRecover,
+    request: Request,
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+) -> Response:
+    """After an outage of your receiver: send again, now, every delivery to this endpoint that
+    failed (given up, or waiting for a retry) for an event created at or after `since`, each
+    with a fresh retry schedule and the same `webhook-id`. Deliveries that succeeded are not
+    sent again. A disabled endpoint is refused (409 `endpoint_disabled`): re-enable it first."""
+    async with services.db.write() as conn:
+        recovered = await service.recover_deliveries(conn, principal, id, body.since)
+        response = json_response(recovered)
         await idempotency.record(conn, request, response)
     return response

@@ -16,7 +16,7 @@ from pydantic import (
     field_validator,
 )
 
-from commerce_api.core.timestamps import TimestampText
+from commerce_api.core.timestamps import Timestamp, TimestampText
 from commerce_api.http.schemas import (
     Pagination,
     RequestModel,
@@ -141,3 +141,21 @@ class WebhookEndpointWithSecret(WebhookEndpoint):
 class WebhookEndpointList(ResponseModel):
     data: list[WebhookEndpoint]
     pagination: Pagination
+
+
+class WebhookEndpointRecover(RequestModel):
+    since: Annotated[
+        Timestamp,
+        Field(
+            strict=False,
+            description="Recover the deliveries of events created at or after this time "
+            "(RFC 3339, with its zone), such as the start of your receiver's outage.",
+        ),
+    ]
+
+
+class WebhookEndpointRecovered(ResponseModel):
+    recovered: int = Field(
+        description="How many deliveries were queued again: each is due now, with a fresh "
+        "retry schedule and the same `webhook-id`."
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NewType
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -15,7 +15,7 @@ from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox, load_secret_box
 from commerce_api.storage.db import Database
-from commerce_api.webhooks.repository import endpoints
+from commerce_api.webhooks.repository import endpoints, outbox
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from commerce_api.webhooks.signing import new_secret
 from commerce_api.webhooks.url_policy import UnsafeURL, resolve
@@ -211,3 +211,24 @@ async def rotate_secret(
         },
     )
     return {**render_endpoint(await _get(conn, account_id, endpoint_id)), "secret": secret}
+
+
+async def recover_deliveries(
+    conn: AsyncConnection, principal: Principal, endpoint_id: str, since: datetime
+) -> dict[str, int]:
+    """Send again every delivery to the endpoint that failed (given up, or waiting for a
+    retry) for an event created at or after ``since``: due now, with a fresh schedule, after an
+    outage of the receiver. A disabled endpoint is refused (409): it would send nothing, and
+    re-enabling it is the caller's decision, by ``PATCH {"enabled": true}``."""
+    account_id = _account(principal)
+    row = await _get(conn, account_id, endpoint_id)
+    if not row.enabled:
+        raise APIError(
+            409,
+            "invalid_request",
+            f"The endpoint is disabled ({row.disabled_reason or 'by request'}): re-enable it "
+            'with PATCH {"enabled": true}, then recover its deliveries.',
+            "enabled",
+            reason="endpoint_disabled",
+        )
+    return {"recovered": await outbox.requeue_failed(conn, endpoint_id, since, utcnow())}

@@ -47,6 +47,11 @@ async def has_queued_redelivery(conn: AsyncConnection, event_id: str, now: datet
     return (await conn.execute(query.limit(1))).first() is not None
 
 
+def _due_again(now: datetime) -> dict[str, Any]:
+    """A delivery's values once it is sent again: pending, due now, a fresh retry schedule."""
+    return {"status": "pending", "attempts": 0, "next_attempt_at": now, "updated_at": now}
+
+
 async def enqueue(
     conn: AsyncConnection, event_id: str, endpoint_ids: Sequence[str], now: datetime
 ) -> None:
@@ -58,11 +63,45 @@ async def enqueue(
             .where(deliveries.c.event_id == event_id, deliveries.c.endpoint_id == endpoint_id)
             # A claim in progress is left alone: its holder records its attempt and the outcome,
             # and no second dispatcher can start on the pair meanwhile.
-            .values(status="pending", attempts=0, next_attempt_at=now, updated_at=now)
+            .values(**_due_again(now))
             .returning(deliveries.c.event_id)
         )
         if reset.first() is None:
             await conn.execute(deliveries.insert().values(new_delivery(event_id, endpoint_id, now)))
+
+
+async def requeue_failed(
+    conn: AsyncConnection, endpoint_id: str, since: datetime, now: datetime
+) -> int:
+    """Make due again, as :func:`enqueue` does, every delivery to the endpoint of an event
+    created at or after ``since`` that failed: given up (``failed``: its schedule ran out, or
+    a 410) or waiting for a retry after a failed attempt. Not one that succeeded, nor one not
+    attempted yet, nor one being attempted right now (its claim stands; the dispatcher's
+    outcome follows). How many.
+
+    One statement. The rows are locked in event order, skipping any a dispatcher holds at this
+    moment (it is finishing an attempt), so this never waits on a dispatcher, nor two
+    recoveries on each other in a cycle (PostgreSQL; SQLite's writer is alone anyway).
+    """
+    row = deliveries.alias("failed_delivery")  # not correlated with the UPDATE's own table
+    failed = (
+        select(row.c.event_id)
+        .where(
+            row.c.endpoint_id == endpoint_id,
+            or_(row.c.status == "failed", and_(row.c.status == "pending", row.c.attempts > 0)),
+            or_(row.c.claimed_until.is_(None), row.c.claimed_until < now),
+            row.c.event_id.in_(select(events.c.id).where(events.c.created_at >= since)),
+        )
+        .order_by(row.c.event_id)
+        .with_for_update(skip_locked=True)
+    )
+    result = await conn.execute(
+        update(deliveries)
+        .where(deliveries.c.endpoint_id == endpoint_id, deliveries.c.event_id.in_(failed))
+        .values(**_due_again(now))
+        .returning(deliveries.c.event_id)
+    )
+    return len(result.all())
 
 
 CLAIM_WINDOW = 200  # due deliveries read from each end of the backlog per claim (see claim_due)
