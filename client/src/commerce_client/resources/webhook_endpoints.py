@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from commerce_client._pagination import (
@@ -11,6 +12,7 @@ from commerce_client._pagination import (
     aiterate_pages,
     iterate_pages,
     parse_page,
+    timestamp_param,
 )
 from commerce_client._types import NOT_GIVEN, NotGiven
 from commerce_client.resources._base import AsyncResource, SyncResource, path
@@ -41,6 +43,10 @@ def _update_body(
         "enabled": enabled,
     }
     return {name: value for name, value in fields.items() if not isinstance(value, NotGiven)}
+
+
+def _recover_body(since: datetime | str) -> dict[str, Any]:
+    return {"since": timestamp_param(since, "since")}
 
 
 def _page_params(limit: int | None, offset: int | None) -> dict[str, str | int | None]:
@@ -111,6 +117,21 @@ class WebhookEndpoints(SyncResource):
             )
         )
 
+    def recover(self, id: str, since: datetime | str, *, idempotency_key: str | None = None) -> int:
+        """After an outage of your receiver: send again, now, every delivery to this endpoint
+        that failed (given up, or waiting for a retry) for an event created at or after
+        ``since`` (timezone-aware, or RFC 3339 text); returns how many. Raises
+        :class:`ConflictError` (reason ``endpoint_disabled``) for a disabled endpoint: re-enable
+        it with ``update(id, enabled=True)`` first."""
+        body = self._client._request(
+            "POST",
+            path("/webhook_endpoints/{}/recover", id),
+            json=_recover_body(since),
+            idempotency_key=idempotency_key,
+        )
+        recovered: int = body["recovered"]
+        return recovered
+
 
 class AsyncWebhookEndpoints(AsyncResource):
     async def create(
@@ -174,3 +195,16 @@ class AsyncWebhookEndpoints(AsyncResource):
                 idempotency_key=idempotency_key,
             )
         )
+
+    async def recover(
+        self, id: str, since: datetime | str, *, idempotency_key: str | None = None
+    ) -> int:
+        """See :meth:`WebhookEndpoints.recover`."""
+        body = await self._client._request(
+            "POST",
+            path("/webhook_endpoints/{}/recover", id),
+            json=_recover_body(since),
+            idempotency_key=idempotency_key,
+        )
+        recovered: int = body["recovered"]
+        return recovered

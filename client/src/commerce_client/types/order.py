@@ -99,6 +99,9 @@ class Order:
     updated_at: datetime
     fulfilled_at: datetime | None
     canceled_at: datetime | None
+    version: int
+    """1 when the order was placed, one more at each change (fulfilled, canceled, expired): of
+    two deliveries about one order, the one with the higher version is the newer."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -114,4 +117,5 @@ class Order:
             updated_at=_parse.timestamp(data["updated_at"]),
             fulfilled_at=_parse.optional_timestamp(data.get("fulfilled_at")),
             canceled_at=_parse.optional_timestamp(data.get("canceled_at")),
+            version=data["version"],
         )
