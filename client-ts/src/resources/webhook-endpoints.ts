@@ -4,6 +4,7 @@ import type { CommerceClient, RequestOptions } from "../client.js";
 import type { WebhookEndpointUpdate } from "../generated/schema.js";
 import { type ListAllOptions, Page, iteratePages, pageSizeOf } from "../pagination.js";
 import type {
+  Timestamp,
   WebhookEndpoint,
   WebhookEndpointCreateParams,
   WebhookEndpointListParams,
@@ -66,5 +67,20 @@ export class WebhookEndpoints {
       pathParams: [id],
       options,
     });
+  }
+
+  /** After an outage of your receiver: send again, now, every delivery to this endpoint that
+   * failed (given up, or waiting for a retry) for an event created at or after `since` (a `Date`,
+   * or RFC 3339 text with its zone); resolves to how many. A disabled endpoint rejects with a
+   * `ConflictError` (reason `endpoint_disabled`): re-enable it with `update(id, { enabled: true })`
+   * first. */
+  async recover(id: string, since: Timestamp, options: RequestOptions = {}): Promise<number> {
+    const body = { since: since instanceof Date ? since.toISOString() : since };
+    const { recovered } = await this.#client._request("recover_webhook_endpoint", {
+      pathParams: [id],
+      body,
+      options,
+    });
+    return recovered;
   }
 }
