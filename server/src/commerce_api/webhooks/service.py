@@ -223,11 +223,12 @@ async def recover_deliveries(
     account_id = _account(principal)
     row = await _get(conn, account_id, endpoint_id)
     if not row.enabled:
+        why = f" {row.disabled_reason}" if row.disabled_reason else ""
         raise APIError(
             409,
             "invalid_request",
-            f"The endpoint is disabled ({row.disabled_reason or 'by request'}): re-enable it "
-            'with PATCH {"enabled": true}, then recover its deliveries.',
+            f"The endpoint is disabled.{why} Re-enable it with PATCH "
+            '{"enabled": true}, then recover its deliveries.',
             "enabled",
             reason="endpoint_disabled",
         )
