@@ -43,7 +43,7 @@ class OrderCanceledEvent(OrderEvent):
     type: Literal["order.canceled"]
 
 
-Delivery = Annotated[DeliveryHeaders, Header()]
+SignedHeaders = Annotated[DeliveryHeaders, Header()]
 
 order_webhooks = APIRouter(
     tags=["Webhooks"],
@@ -59,18 +59,18 @@ _ACKNOWLEDGED: dict[int | str, dict[str, Any]] = {
 
 
 @order_webhooks.post("order.created", responses=_ACKNOWLEDGED, summary="An order was placed")
-def order_created(body: OrderCreatedEvent, headers: Delivery) -> None:
+def order_created(body: OrderCreatedEvent, headers: SignedHeaders) -> None:
     """Sent to every endpoint subscribed to `order.created` once an order is placed (its
     stock reserved)."""
 
 
 @order_webhooks.post("order.fulfilled", responses=_ACKNOWLEDGED, summary="An order was fulfilled")
-def order_fulfilled(body: OrderFulfilledEvent, headers: Delivery) -> None:
+def order_fulfilled(body: OrderFulfilledEvent, headers: SignedHeaders) -> None:
     """Sent when an admin key, the CLI or the console fulfils an order (or, in the sandbox,
     its own client)."""
 
 
 @order_webhooks.post("order.canceled", responses=_ACKNOWLEDGED, summary="An order was canceled")
-def order_canceled(body: OrderCanceledEvent, headers: Delivery) -> None:
+def order_canceled(body: OrderCanceledEvent, headers: SignedHeaders) -> None:
     """Sent when the owning client cancels a pending order, or when the service does because
     it was still pending after `COMMERCE_PENDING_ORDER_TTL_SECONDS`; its stock is returned."""
