@@ -32,6 +32,8 @@ from commerce_api.settings import Settings
 # dispatcher.STOP_GRACE_SECONDS included) get this long in all; then it is killed, so the
 # process is gone within about 15 s.
 GRACEFUL_SHUTDOWN_SECONDS = 14
+# I/O threads per worker (see granian_options).
+RUNTIME_THREADS = 2
 # granian's bounds for its HTTP/1 settings.
 _MAX_HEADER_READ_TIMEOUT_MS = 60_000
 _MIN_HTTP1_BUFFER_BYTES = 8192
@@ -41,7 +43,7 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
     """The options ``serve`` gives granian's server: all of them documented ones (its README
     and ``granian --help``), derived from the ``COMMERCE_HTTP_*`` settings (see
     docs/deployment.md)."""
-    from granian.constants import HTTPModes, Interfaces
+    from granian.constants import HTTPModes, Interfaces, RuntimeModes
     from granian.http import HTTP1Settings
     from granian.log import LogLevels
 
@@ -66,6 +68,13 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
         "workers": workers,
         # HTTP/1.1 only: what nginx speaks to its upstreams, and what the limits above cover.
         "http": HTTPModes.http1,
+        # Each worker's I/O on two single-threaded runtimes rather than one multi-threaded
+        # runtime of one thread (granian's default): measured side by side on the bench's
+        # reads, one worker pinned to one core, ~25,000 -> ~28,500 req/s and ~40 -> ~35 µs of
+        # CPU a request (more threads, or two in "mt" mode, gained less); orders alike
+        # (docs/performance.md, issue 30).
+        "runtime_mode": RuntimeModes.st,
+        "runtime_threads": RUNTIME_THREADS,
         "http1_settings": http1,
         "websockets": False,
         # Connections each worker serves at once; more wait in the kernel's accept queue.
