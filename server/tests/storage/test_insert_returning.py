@@ -66,7 +66,6 @@ async def test_a_shared_timestamp_and_its_neighbours_each_keep_their_own_value(
     async with db.write_batch() as conn:
         await insert_rows(conn, keys, rows[3:])
     async with db.read() as conn:
-        stored: dict[str, datetime] = dict(
-            (await conn.execute(select(keys.c.key, keys.c.created_at))).tuples().all()
-        )
+        found = (await conn.execute(select(keys.c.key, keys.c.created_at))).all()
+    stored = {row.key: row.created_at for row in found}
     assert stored == {f"t{index}": at for index, at in enumerate(instants)}
