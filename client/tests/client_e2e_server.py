@@ -7,9 +7,11 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import httpx
@@ -105,3 +107,17 @@ def serve(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+
+
+@contextmanager
+def http_receiver(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A webhook receiver answering with ``handler`` on a free port, in a thread; its base URL."""
+    server = HTTPServer((HOST, 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -5,15 +5,14 @@ secret is rotated away)."""
 from __future__ import annotations
 
 import queue
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from client_e2e_server import HOST, prepare, serve
+from client_e2e_server import http_receiver, prepare, serve
 from client_testing import E2EServer
 
 import commerce_client
@@ -54,15 +53,8 @@ def receiver() -> Iterator[tuple[str, queue.Queue[Delivery]]]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = HTTPServer((HOST, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{HOST}:{server.server_port}/hooks", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with http_receiver(Handler) as url:
+        yield f"{url}/hooks", received
 
 
 def test_a_real_delivery_verifies_with_the_endpoint_secret(

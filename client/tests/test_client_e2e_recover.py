@@ -5,16 +5,15 @@ counts it; the delivery carries the order's version. A disabled endpoint is refu
 from __future__ import annotations
 
 import queue
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from client_e2e_server import HOST, prepare, serve
+from client_e2e_server import http_receiver, prepare, serve
 from client_testing import E2EServer
 
 import commerce_client
@@ -60,15 +59,8 @@ def receiver() -> Iterator[tuple[str, queue.Queue[Delivery]]]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = HTTPServer((HOST, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{HOST}:{server.server_port}", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with http_receiver(Handler) as url:
+        yield url, received
 
 
 def _next(received: queue.Queue[Delivery]) -> Delivery:
@@ -88,6 +80,22 @@ def _order(api: commerce_client.Client, server: E2EServer) -> Order:
     )
 
 
+def _one_failed_delivery(
+    api: commerce_client.Client,
+    server: E2EServer,
+    receiver: tuple[str, queue.Queue[Delivery]],
+    path: str,
+) -> tuple[str, Order]:
+    """A new endpoint at the receiver's ``path`` and an order whose delivery to it was refused
+    once (its retry an hour away): the endpoint's id and the order."""
+    base, received = receiver
+    endpoint = api.webhook_endpoints.create(url=f"{base}{path}")
+    order = _order(api, server)
+    assert _next(received) == (path, 500)
+    _wait_for_one_failed_attempt(api, order)
+    return endpoint.id, order
+
+
 def _wait_for_one_failed_attempt(api: commerce_client.Client, order: Order) -> None:
     """Until the refused attempt is recorded (the receiver's answer comes before its record)."""
     (event,) = api.events.list(order_id=order.id).data
@@ -104,44 +112,38 @@ def _wait_for_one_failed_attempt(api: commerce_client.Client, order: Order) -> N
 def test_recover_sends_a_failed_delivery_again_now(
     recovering_server: E2EServer, receiver: tuple[str, queue.Queue[Delivery]]
 ) -> None:
-    base, received = receiver
+    _, received = receiver
     server = recovering_server
     since = datetime.now(UTC) - timedelta(seconds=1)
     with commerce_client.Client(api_key=server.client_key, base_url=server.base_url) as api:
-        endpoint = api.webhook_endpoints.create(url=f"{base}/sync")
-        order = _order(api, server)
+        endpoint_id, order = _one_failed_delivery(api, server, receiver, "/sync")
         assert order.version == 1
-        assert _next(received) == ("/sync", 500)
-        _wait_for_one_failed_attempt(api, order)
 
-        assert api.webhook_endpoints.recover(endpoint.id, since) == 1
+        assert api.webhook_endpoints.recover(endpoint_id, since) == 1
 
         assert _next(received) == ("/sync", 200)
-        assert api.webhook_endpoints.recover(endpoint.id, since.isoformat()) == 0
+        assert api.webhook_endpoints.recover(endpoint_id, since.isoformat()) == 0
 
-        api.webhook_endpoints.update(endpoint.id, enabled=False)
+        api.webhook_endpoints.update(endpoint_id, enabled=False)
         with pytest.raises(commerce_client.ConflictError) as refused:
-            api.webhook_endpoints.recover(endpoint.id, since)
+            api.webhook_endpoints.recover(endpoint_id, since)
         assert refused.value.reason == "endpoint_disabled"
         with pytest.raises(ValueError, match="since"):
-            api.webhook_endpoints.recover(endpoint.id, datetime.now())  # no zone
-        api.webhook_endpoints.delete(endpoint.id)
+            api.webhook_endpoints.recover(endpoint_id, datetime.now())  # no zone
+        api.webhook_endpoints.delete(endpoint_id)
 
 
 async def test_async_recover_sends_a_failed_delivery_again_now(
     recovering_server: E2EServer, receiver: tuple[str, queue.Queue[Delivery]]
 ) -> None:
-    base, received = receiver
+    _, received = receiver
     server = recovering_server
     since = datetime.now(UTC) - timedelta(seconds=1)
     with commerce_client.Client(api_key=server.client_key, base_url=server.base_url) as api:
-        endpoint = api.webhook_endpoints.create(url=f"{base}/async")
-        order = _order(api, server)
-        assert _next(received) == ("/async", 500)
-        _wait_for_one_failed_attempt(api, order)
+        endpoint_id, _ = _one_failed_delivery(api, server, receiver, "/async")
     async with commerce_client.AsyncClient(
         api_key=server.client_key, base_url=server.base_url
     ) as client:
-        assert await client.webhook_endpoints.recover(endpoint.id, since) == 1
+        assert await client.webhook_endpoints.recover(endpoint_id, since) == 1
         assert _next(received) == ("/async", 200)
-        await client.webhook_endpoints.delete(endpoint.id)
+        await client.webhook_endpoints.delete(endpoint_id)
