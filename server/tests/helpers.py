@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from alembic.script import ScriptDirectory
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -21,6 +22,7 @@ from starlette.types import Scope
 
 from commerce_api.app.factory import create_app
 from commerce_api.core.timestamps import utcnow
+from commerce_api.orders import repository as orders_repository
 from commerce_api.settings import Settings
 from commerce_api.storage.migrations import alembic_config
 
@@ -143,3 +145,21 @@ def self_signed_certificate(directory: Path, host: str) -> tuple[Path, Path]:
         )
     )
     return cert_path, key_path
+
+
+def crash_after_writing_orders(monkeypatch: pytest.MonkeyPatch, message: str) -> None:
+    """Make the order desk raise ``RuntimeError(message)`` just after it wrote a batch's orders
+    (SQLite: their rows, before the events; PostgreSQL: the orders, lines, events and
+    deliveries, one statement), before the stock is taken and the transaction commits."""
+
+    def written_then_crash(write: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        async def crash(*args: object, **kwargs: object) -> None:
+            await write(*args, **kwargs)
+            raise RuntimeError(message)
+
+        return crash
+
+    for name in ("insert_orders", "write_placed"):
+        monkeypatch.setattr(
+            orders_repository, name, written_then_crash(getattr(orders_repository, name))
+        )

@@ -35,12 +35,12 @@ from commerce_api.accounts.keys import generate_key
 from commerce_api.app.factory import create_app
 from commerce_api.app.fastlane import FastLane
 from commerce_api.core.errors import MAX_BODY_BYTES
-from commerce_api.orders import placement
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import RateLimitStore
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys, products
+from tests import helpers
 from tests.conftest import KeyFactory, make_settings
 from tests.factories import order_body
 from tests.helpers import TIMESTAMP, bearer, order_scope
@@ -906,10 +906,7 @@ async def test_a_crash_while_placing_is_the_full_stacks_500_and_stores_nothing(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def crash(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("the disk caught fire")
-
-    monkeypatch.setattr(placement, "record_events", crash)
+    helpers.crash_after_writing_orders(monkeypatch, "the disk caught fire")
     body = order_body((world.product_id, 1))
     answers = []
     for off in (False, True):

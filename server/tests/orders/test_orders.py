@@ -1053,10 +1053,7 @@ async def test_a_crash_mid_request_is_a_500_and_leaves_nothing_behind(
     b = await create_product(client, admin_key)
     before = await snapshot(db)
 
-    async def crash(*args: object, **kwargs: object) -> str:
-        raise RuntimeError("the disk caught fire")
-
-    monkeypatch.setattr("commerce_api.orders.placement.record_events", crash)
+    helpers.crash_after_writing_orders(monkeypatch, "the disk caught fire")
     response = await place(client, client_key, order_body((a, 2), (b, 3)))
     error = assert_error(response, 500, "server_error")
     assert error["details"] == response.headers["x-request-id"]

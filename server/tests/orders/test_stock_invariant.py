@@ -31,7 +31,7 @@ from commerce_api.orders import placement, service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, order_items, orders, products
-from tests import factories
+from tests import factories, helpers
 
 PRODUCTS = 3
 MAX_EXAMPLES = 40
@@ -334,7 +334,7 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
 ) -> None:
     principal, account_id, product_ids = await crash_set_up(db)
     before = await read_state(db, account_id, product_ids)
-    monkeypatch.setattr(placement, "record_events", _crash)
+    helpers.crash_after_writing_orders(monkeypatch, "crash while writing the event")
 
     with pytest.raises(RuntimeError, match="crash while writing the event"):
         async with db.write() as conn:

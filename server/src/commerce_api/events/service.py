@@ -51,18 +51,8 @@ async def record_events(conn: Executor, type_: str, new_events: Sequence[NewEven
     fixed number of statements however many events. Their ids, in order."""
     if not new_events:
         return []
-    ids = [new_id("evt") for _ in new_events]
-    rows = [
-        {
-            "id": event_id,
-            "account_id": event.account_id,
-            "type": type_,
-            "created_at": event.created_at,
-            "data": event.data,
-            "order_id": event.data.get("id"),  # every event is an order's: its data is the order
-        }
-        for event_id, event in zip(ids, new_events, strict=True)
-    ]
+    rows = event_rows(type_, new_events)
+    ids = [row["id"] for row in rows]
     await insert_rows(conn, events, rows)
     subscribed = await webhooks.subscribers(conn, {event.account_id for event in new_events}, type_)
     deliveries = [
@@ -72,6 +62,21 @@ async def record_events(conn: Executor, type_: str, new_events: Sequence[NewEven
     ]
     await insert_rows(conn, webhook_deliveries, deliveries)
     return ids
+
+
+def event_rows(type_: str, new_events: Sequence[NewEvent]) -> list[dict[str, Any]]:
+    """The ``events`` rows of new events of one type, each with a new id."""
+    return [
+        {
+            "id": new_id("evt"),
+            "account_id": event.account_id,
+            "type": type_,
+            "created_at": event.created_at,
+            "data": event.data,
+            "order_id": event.data.get("id"),  # every event is an order's: its data is the order
+        }
+        for event in new_events
+    ]
 
 
 EVENT_RETENTION = timedelta(days=30)

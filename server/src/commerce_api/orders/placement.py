@@ -12,22 +12,23 @@ fixed number of statements per batch however many orders it carries (:func:`plac
    orders before it, else it is refused (404/409) and takes nothing. This is exactly what the
    orders placed one after another would get — first come, first served, and the same "N
    available" in the message. Write what was decided, inside a savepoint: the orders, their
-   lines, their ``order.created`` events and outbox deliveries.
+   lines, their ``order.created`` events and outbox deliveries (on PostgreSQL one statement).
 3. Lock the products (``SELECT … FOR UPDATE`` in id order; on SQLite the transaction's write
    lock already excludes every other writer), then the existing key rows, and compare them
    with what step 1 read. If they would change a decision — another process sold the units
    this batch counted on, a price changed, a key's first request finished — roll back to the
    savepoint and decide again against the locked rows.
-4. Store each key's outcome in its row, take the stock (one decrement per product, the
-   batch's sum), and commit.
+4. Store each key's outcome in its row and take the stock (one decrement per product, the
+   batch's sum; on PostgreSQL one statement with the stock's notification), and commit.
 
-This module decides and queues; its statements are ``repository``'s (the same ones, batched
-the same way).
+This module decides; its statements are ``repository``'s. On PostgreSQL a batch waits on the
+wire eight times whatever its size (``BEGIN``, claim, read, savepoint, write, lock, store,
+``COMMIT``): with the database a millisecond away, round trips are what an order costs.
 
-A hot product is locked for steps 3 and 4 only (three round trips and the commit), not for all
-of the batch's statements. The lock order is the same everywhere: new keys, products (in id
-order), then existing key rows — as a cancel locks its products and then its own key — so two
-transactions never wait on each other in a cycle.
+A hot product is locked for steps 3 and 4 only (two round trips and the commit). The lock order
+is the same everywhere: new keys, products (in id order), then existing key rows — as a cancel
+locks its products and then its own key — so two transactions never wait on each other in a
+cycle.
 
 Every order, its stock change, its event, its deliveries and its stored response are in the
 one transaction, and no caller is answered before its commit has returned: a failed commit
@@ -59,7 +60,7 @@ from starlette.responses import Response
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.core.timestamps import utcnow
-from commerce_api.events.service import NewEvent, record_events
+from commerce_api.events.service import NewEvent, event_rows, record_events
 from commerce_api.http import idempotency
 from commerce_api.http.routing import JSON
 from commerce_api.orders import repository
@@ -153,14 +154,7 @@ async def place_batch(
 ) -> list[Result]:
     """Place ``requests`` in the caller's write transaction (see the module doc); one result
     per request, in order. Requests must not share a key (``OrderDesk`` never batches two).
-
-    The products are locked last, just before their stock changes and the commit, so that a
-    hot product is held for three round trips per batch, not for all of its statements: the
-    batch is decided and written against the rows as read, then the rows are locked and
-    compared. If they no longer lead to the same decisions (another process sold what this
-    batch counted on, a price changed), the batch goes back to its savepoint and is decided
-    again against the locked rows.
-    """
+    The products are locked last, just before their stock changes and the commit."""
     product_ids = {item.product_id for request in requests for item in request.data.items}
     keyed = [request.keyed for request in requests if request.keyed is not None]
     now = utcnow()
@@ -186,10 +180,13 @@ async def place_batch(
                 conn, requests, locked_stock, locked_keys, now, currency, secret_box
             )
         read_keys = locked_keys
-        await repository.release_savepoint(conn)
-    await repository.store_key_outcomes(conn, plan.key_outcomes, claimed | read_keys.keys())
+        # No RELEASE: the commit ends the savepoint with the transaction (a round trip less).
     taken = [(pid, stock.taken) for pid, stock in sorted(plan.stock.items()) if stock.taken]
-    await repository.take_stock(conn, taken)
+    if locked_already:
+        await repository.store_key_outcomes(conn, plan.key_outcomes, set(read_keys))
+        await repository.take_stock(conn, taken)
+    else:
+        await repository.finish_placed(conn, plan.key_outcomes, claimed | read_keys.keys(), taken)
     return plan.results
 
 
@@ -247,13 +244,17 @@ async def _place(
         headers = {"content-type": JSON, "location": f"/v1/orders/{order['id']}"}
         results[index] = PlacementResult(201, headers, orjson.dumps(rendered), rendered)
 
-    if placed:
-        rows = [item for _, items, _ in placed for item in items]
-        await repository.insert_orders(conn, [order for order, _, _ in placed], rows)
+    new_orders = [order for order, _, _ in placed]
+    rows = [item for _, items, _ in placed for item in items]
     new_events = [
         NewEvent(order["account_id"], data, order["created_at"]) for order, _, data in placed
     ]
-    await record_events(conn, CREATED, new_events)
+    if conn.dialect.name == "sqlite":
+        await repository.insert_orders(conn, new_orders, rows)
+        await record_events(conn, CREATED, new_events)
+    else:  # one statement, one round trip
+        events = event_rows(CREATED, new_events)
+        await repository.write_placed(conn, new_orders, rows, events, CREATED)
     outcomes = _key_outcomes(requests, results, to_store, now, secret_box)
     return _Plan([result for result in results if result is not None], stock, outcomes)
 

@@ -90,7 +90,7 @@ def _compiled_multi_insert(
         for name in names:
             key = f"r{index}_{name}"
             column_type = table.c[name].type
-            slot_of[key] = (index, name, _processor(column_type, dialect))
+            slot_of[key] = (index, name, processor(column_type, dialect))
             row[name] = bindparam(key, type_=column_type)
         values.append(row)
     statement = (
@@ -120,7 +120,7 @@ async def execute_many(
         compiled = statement.compile(dialect=conn.dialect)  # type: ignore[attr-defined]
         order = compiled.positiontup
         assert order is not None, "a positional paramstyle (qmark, numeric_dollar)"
-        converters = [(name, _processor(compiled.binds[name].type, conn.dialect)) for name in order]
+        converters = [(name, processor(compiled.binds[name].type, conn.dialect)) for name in order]
         found = _STATEMENTS[cache_key] = (compiled.string, converters, statement)
     sql, converters, _ = found
     await conn.exec_driver_sql(sql, [_converted(row, converters) for row in rows])
@@ -148,12 +148,12 @@ def _compiled_insert(
         compiled = table.insert().compile(dialect=dialect, column_keys=list(names))
         order = compiled.positiontup
         assert order is not None, "a positional paramstyle (qmark, numeric_dollar)"
-        converters = [(name, _processor(table.c[name].type, dialect)) for name in order]
+        converters = [(name, processor(table.c[name].type, dialect)) for name in order]
         found = _INSERTS[cache_key] = (compiled.string, converters)
     return found
 
 
-def _processor(column_type: TypeEngine[Any], dialect: Dialect) -> Any:
+def processor(column_type: TypeEngine[Any], dialect: Dialect) -> Any:
     """The dialect's bind processor of ``column_type`` (None: values go as they are); for a
     timestamp, one that remembers its last conversion (see :class:`_LastConverted`)."""
     convert = column_type.dialect_impl(dialect).bind_processor(dialect)

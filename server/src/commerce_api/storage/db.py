@@ -10,15 +10,17 @@ success and rolls back on any exception. Services and repositories never commit.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import text
+from sqlalchemy import event, exc, text
 from sqlalchemy.engine import URL, CursorResult, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.base import Executable
 
 from commerce_api.storage.sqlite import (
@@ -95,9 +97,9 @@ class Database:
                 self.url,
                 pool_size=pool_size,
                 max_overflow=pool_size,
-                pool_pre_ping=True,
                 json_serializer=_json_text,
             )
+            ping_when_idle(self.engine)
         self._write_engine = self.engine.execution_options(**{BEGIN_IMMEDIATE: True})
         self._batch_writer: SQLiteBatchWriter | None = None  # SQLite: see write_batch
         self._writers_lock = asyncio.Lock()
@@ -200,6 +202,39 @@ class Database:
         if self._batch_writer is not None:
             await self._batch_writer.dispose()
             self._batch_writer = None
+
+
+# A pooled PostgreSQL connection idle longer than this is pinged before it is handed out.
+IDLE_PING_SECONDS = 10.0
+_CHECKED_IN_AT = "commerce_checked_in_at"
+
+
+def ping_when_idle(engine: AsyncEngine) -> None:
+    """Ping a pooled connection before handing it out only when it sat idle for longer than
+    ``IDLE_PING_SECONDS``; one that fails the ping is replaced (the pool's documented
+    ``checkout`` event: raising ``DisconnectionError`` there makes it retry with a fresh one).
+
+    SQLAlchemy's ``pool_pre_ping`` pings on every checkout: three round trips (``BEGIN``, ``;``,
+    ``ROLLBACK`` on asyncpg) before every transaction, the most an order batch made. A
+    connection in use is never idle that long; one that dies in use (PostgreSQL restarted) fails
+    its statement, and SQLAlchemy then invalidates the whole pool, so the retry — the order desk
+    runs a failed batch's orders again one by one — gets fresh connections.
+    """
+    dialect = engine.dialect
+
+    @event.listens_for(engine.sync_engine.pool, "checkin")
+    def checked_in(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_CHECKED_IN_AT] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine.pool, "checkout")
+    def checked_out(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        since = record.info.get(_CHECKED_IN_AT)
+        if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise exc.DisconnectionError("an idle connection failed its ping") from error
 
 
 def _json_text(value: Any) -> str:

@@ -71,12 +71,28 @@ async def touch(conn: Executor, name: str) -> None:
     PostgreSQL a notification for the other processes (delivered at commit, not at all on a
     rollback) and a note for this one (``Database.on_commit``), once per name per transaction.
     """
-    if conn.dialect.name != "postgresql":
-        return
-    changed: set[str] = conn.info.setdefault(CHANGED, set())
-    if name not in changed:
-        changed.add(name)
+    if unsaid(conn, name):
         await conn.execute(_NOTIFY, {"name": name})
+
+
+def unsaid(conn: Executor, name: str) -> bool:
+    """Note that ``name`` changes in this transaction (see :func:`touch`); True when the
+    notification for it is still to be sent (PostgreSQL, once per name per transaction), by
+    the caller's own statement (``notify_sql``) or by :func:`touch`."""
+    if conn.dialect.name != "postgresql":
+        return False
+    changed: set[str] = conn.info.setdefault(CHANGED, set())
+    if name in changed:
+        return False
+    changed.add(name)
+    return True
+
+
+def notify_sql(name: str) -> str:
+    """The SQL expression that sends the notification for ``name`` (a constant of this
+    module): for a statement that does it beside its own work, after :func:`unsaid`."""
+    assert name in (AUTH, CATALOG, STOCK)
+    return f"pg_notify('{CHANNEL}', '{name}')"
 
 
 class ChangeTracker(Protocol):

@@ -15,6 +15,7 @@ from commerce_api.webhooks.repository.outbox import (
     enqueue,
     has_queued_redelivery,
     new_delivery,
+    subscribed_deliveries_sql,
 )
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "enqueue",
     "has_queued_redelivery",
     "new_delivery",
+    "subscribed_deliveries_sql",
     "subscribed_endpoints",
     "subscribers",
 ]

@@ -345,3 +345,20 @@ async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
         .order_by(deliveries.c.created_at, deliveries.c.endpoint_id)
     )
     return list(result.all())
+
+
+def subscribed_deliveries_sql(new_events: str, event_type: str) -> str:
+    """PostgreSQL: ``INSERT`` the deliveries of the events in ``new_events`` (a relation with
+    ``id``, ``account_id`` and ``created_at``) of type ``event_type`` (an SQL expression), one
+    per enabled endpoint of the event's account that wants the type — :func:`new_delivery`
+    rows for :func:`endpoints.subscribers`, for a statement that also writes the events."""
+    return (
+        "INSERT INTO webhook_deliveries"  # noqa: S608 - the caller's relation and expression
+        " (event_id, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at)"
+        " SELECT e.id, w.id, 'pending', 0, e.created_at, e.created_at, e.created_at"
+        f" FROM {new_events} AS e JOIN webhook_endpoints AS w ON w.account_id = e.account_id"
+        " AND w.deleted_at IS NULL AND w.enabled"
+        # endpoints.subscribes: no types (null or []) means every type
+        " AND (coalesce(w.event_types::jsonb, 'null') IN ('null', '[]')"
+        f" OR w.event_types::jsonb @> jsonb_build_array({event_type}))"
+    )
