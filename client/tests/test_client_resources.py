@@ -20,7 +20,15 @@ from client_testing import (
 )
 
 import commerce_client
-from commerce_client import Event, EventWithDeliveries, Order, Product, WebhookEndpointWithSecret
+from commerce_client import (
+    NOT_GIVEN,
+    Category,
+    Event,
+    EventWithDeliveries,
+    Order,
+    Product,
+    WebhookEndpointWithSecret,
+)
 
 
 def body_of(api: MockAPI) -> object:
@@ -60,6 +68,93 @@ def test_an_empty_id_is_refused_before_any_request() -> None:
     with api.client() as client, pytest.raises(ValueError, match="non-empty id"):
         client.orders.get("")
     assert api.requests == []
+
+
+def test_products_list_passes_search_and_sort_through() -> None:
+    api = MockAPI().reply(json=page_json([product_json()], total=1))
+    with api.client() as client:
+        client.products.list(q="blue mug", sort="-price", category="mugs", limit=5)
+        assert dict(api.last.url.params) == {
+            "q": "blue mug",
+            "sort": "-price",
+            "category": "mugs",
+            "limit": "5",
+        }
+        client.products.list()
+        assert dict(api.last.url.params) == {}
+        assert [p.id for p in client.products.list_all(q="mug", sort="name")] == ["prod_1"]
+        assert dict(api.last.url.params) == {
+            "q": "mug",
+            "sort": "name",
+            "limit": "100",
+            "offset": "0",
+        }
+
+
+def test_products_create_sends_exact_prices_and_omits_what_is_not_given() -> None:
+    api = MockAPI().reply(201, product_json(price=19.99, inventory_count=0))
+    with api.client() as client:
+        product = client.products.create(name="A book", price=Decimal("19.99"), category="books")
+        assert body_of(api) == {"name": "A book", "price": 19.99, "category": "books"}
+        assert api.last.content == b'{"name":"A book","price":19.99,"category":"books"}'
+        assert (api.last.method, api.last.url.path) == ("POST", "/v1/products")
+        assert api.last.headers["idempotency-key"]
+        assert isinstance(product, Product)
+        assert product.price == Decimal("19.99")
+        client.products.create(
+            name="A mug",
+            price=7,
+            category="mugs",
+            description="Blue.",
+            inventory_count=3,
+            idempotency_key="key-1",
+        )
+        assert body_of(api) == {
+            "name": "A mug",
+            "price": 7,
+            "category": "mugs",
+            "description": "Blue.",
+            "inventory_count": 3,
+        }
+        assert api.last.headers["idempotency-key"] == "key-1"
+
+
+def test_products_create_refuses_a_price_that_is_not_a_number() -> None:
+    api = MockAPI().reply(201, product_json())
+    with api.client() as client, pytest.raises(TypeError, match="price"):
+        client.products.create(name="n", price="19.99", category="c")  # type: ignore[arg-type]
+    assert api.requests == []
+
+
+def test_products_update_sends_only_the_given_fields_and_archive_deletes() -> None:
+    api = MockAPI().reply(json=product_json(price=5, inventory_count=0))
+    with api.client() as client:
+        updated = client.products.update(
+            "prod_1", price=Decimal("5.00"), inventory_count=0, name=NOT_GIVEN
+        )
+        assert (api.last.method, api.last.url.path) == ("PATCH", "/v1/products/prod_1")
+        assert body_of(api) == {"price": 5.0, "inventory_count": 0}
+        assert "idempotency-key" not in api.last.headers
+        assert updated.inventory_count == 0
+    api = MockAPI().reply(204)
+    with api.client() as client:
+        client.products.archive("prod_1")
+    assert (api.last.method, api.last.url.path) == ("DELETE", "/v1/products/prod_1")
+
+
+def test_categories_list_reads_names_and_counts() -> None:
+    api = MockAPI().reply(
+        json={
+            "data": [{"name": "books", "product_count": 23}, {"name": "mugs", "product_count": 1}]
+        }
+    )
+    with api.client() as client:
+        categories = client.categories.list()
+    assert (api.last.method, api.last.url.path) == ("GET", "/v1/categories")
+    assert categories == [
+        Category(name="books", product_count=23),
+        Category(name="mugs", product_count=1),
+    ]
 
 
 def test_orders_create_sends_the_order() -> None:
@@ -244,6 +339,28 @@ async def test_async_resources_make_the_same_requests() -> None:
     api = MockAPI().reply(json=page_json([product_json()], total=1))
     async with api.async_client() as client:
         assert len((await client.products.list()).data) == 1
+        assert [p.id async for p in client.products.list_all(q="mug", sort="-price")] == ["prod_1"]
+        assert dict(api.last.url.params) == {
+            "q": "mug",
+            "sort": "-price",
+            "limit": "100",
+            "offset": "0",
+        }
+    api = MockAPI().reply(json=product_json())
+    async with api.async_client() as client:
+        await client.products.create(
+            name="A", price=Decimal("1.10"), category="c", inventory_count=2
+        )
+        assert body_of(api) == {"name": "A", "price": 1.1, "category": "c", "inventory_count": 2}
+        await client.products.update("prod_1", description="")
+        assert body_of(api) == {"description": ""}
+    api = MockAPI().reply(204)
+    async with api.async_client() as client:
+        await client.products.archive("prod_1")
+    api = MockAPI().reply(json={"data": [{"name": "books", "product_count": 2}]})
+    async with api.async_client() as client:
+        assert await client.categories.list() == [Category(name="books", product_count=2)]
+    assert str(api.last.url) == f"{BASE_URL}/categories"
     api = MockAPI().reply(json=endpoint_json(secret="whsec_c2VjcmV0"))
     async with api.async_client() as client:
         await client.webhook_endpoints.create(url="https://example.com/hooks")

@@ -36,6 +36,7 @@ from commerce_client._types import NOT_GIVEN, Environment, NotGiven
 from commerce_client._version import __version__
 from commerce_client.types import (
     Address,
+    Category,
     DeliveryAttempt,
     Event,
     EventDelivery,
@@ -48,6 +49,7 @@ from commerce_client.types import (
     Pagination,
     Product,
     ProductListItem,
+    ProductSort,
     RateLimitInfo,
     ShippingAddressParam,
     WebhookEndpoint,
@@ -64,6 +66,7 @@ __all__ = [
     "Address",
     "AsyncClient",
     "AuthenticationError",
+    "Category",
     "Client",
     "CommerceError",
     "ConflictError",
@@ -89,6 +92,7 @@ __all__ = [
     "PermissionDeniedError",
     "Product",
     "ProductListItem",
+    "ProductSort",
     "QuotaExceededError",
     "RateLimitError",
     "RateLimitInfo",

@@ -26,6 +26,7 @@ from commerce_client._errors import (
 from commerce_client._response import WithResponse
 from commerce_client._types import NOT_GIVEN, Environment, NotGiven
 from commerce_client._version import __version__
+from commerce_client.resources.categories import AsyncCategories, Categories
 from commerce_client.resources.events import AsyncEvents, Events
 from commerce_client.resources.orders import AsyncOrders, Orders
 from commerce_client.resources.products import AsyncProducts, Products
@@ -233,6 +234,7 @@ class Client(_BaseClient):
     """
 
     products: Products
+    categories: Categories
     orders: Orders
     webhook_endpoints: WebhookEndpoints
     events: Events
@@ -264,6 +266,7 @@ class Client(_BaseClient):
 
     def _bind_resources(self) -> None:
         self.products = Products(self)
+        self.categories = Categories(self)
         self.orders = Orders(self)
         self.webhook_endpoints = WebhookEndpoints(self)
         self.events = Events(self)
@@ -334,6 +337,7 @@ class AsyncClient(_BaseClient):
     :class:`Client`. Use it as an async context manager, or ``await`` :meth:`close`."""
 
     products: AsyncProducts
+    categories: AsyncCategories
     orders: AsyncOrders
     webhook_endpoints: AsyncWebhookEndpoints
     events: AsyncEvents
@@ -364,6 +368,7 @@ class AsyncClient(_BaseClient):
 
     def _bind_resources(self) -> None:
         self.products = AsyncProducts(self)
+        self.categories = AsyncCategories(self)
         self.orders = AsyncOrders(self)
         self.webhook_endpoints = AsyncWebhookEndpoints(self)
         self.events = AsyncEvents(self)

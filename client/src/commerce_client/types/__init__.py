@@ -1,6 +1,7 @@
 """The models the API returns (frozen dataclasses) and the shapes it accepts (TypedDicts)."""
 
 from commerce_client._pagination import Page, Pagination
+from commerce_client.types.category import Category
 from commerce_client.types.event import (
     DeliveryAttempt,
     DeliveryStatus,
@@ -16,12 +17,13 @@ from commerce_client.types.order import (
     OrderStatus,
     ShippingAddressParam,
 )
-from commerce_client.types.product import Product, ProductListItem
+from commerce_client.types.product import Product, ProductListItem, ProductSort
 from commerce_client.types.rate_limit import RateLimitInfo
 from commerce_client.types.webhook_endpoint import WebhookEndpoint, WebhookEndpointWithSecret
 
 __all__ = [
     "Address",
+    "Category",
     "DeliveryAttempt",
     "DeliveryStatus",
     "Event",
@@ -35,6 +37,7 @@ __all__ = [
     "Pagination",
     "Product",
     "ProductListItem",
+    "ProductSort",
     "RateLimitInfo",
     "ShippingAddressParam",
     "WebhookEndpoint",

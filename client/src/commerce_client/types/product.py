@@ -6,11 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from commerce_client import _parse
 
-__all__ = ["Product", "ProductListItem"]
+__all__ = ["Product", "ProductListItem", "ProductSort"]
+
+ProductSort = Literal["created_at", "-created_at", "price", "-price", "name"]
+"""The orders of ``products.list(sort=…)``: ``-`` is descending; ``created_at`` is the
+default."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
