@@ -2,7 +2,9 @@
 
 import { APIConnectionError, APITimeoutError, CommerceError, errorFromResponse } from "./errors.js";
 import { OPERATIONS, type OperationId, type Operations } from "./generated/schema.js";
+import { PENDING_OPERATIONS, type PendingOperations } from "./pending-operations.js";
 import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
+import { Categories } from "./resources/categories.js";
 import { Events } from "./resources/events.js";
 import { Orders } from "./resources/orders.js";
 import { Products } from "./resources/products.js";
@@ -76,11 +78,20 @@ export interface WithResponse<T> {
 
 type Query = Record<string, string | number | boolean | null | undefined>;
 
+/** The operations the client sends: the generated ones, and those the snapshot does not have
+ * yet (a generated one wins; see pending-operations.ts). */
+export type ClientOperations = Omit<PendingOperations, OperationId> & Operations;
+export type ClientOperationId = keyof ClientOperations;
+const CLIENT_OPERATIONS: { readonly [K in ClientOperationId]: { readonly method: string; readonly path: string } } = {
+  ...PENDING_OPERATIONS,
+  ...OPERATIONS,
+};
+
 /** What {@link CommerceClient._request} takes for operation `K`. */
-export type RequestArgs<K extends OperationId> = {
-  pathParams?: Operations[K]["pathParams"];
-  query?: Operations[K]["query"];
-  body?: Operations[K]["body"];
+export type RequestArgs<K extends ClientOperationId> = {
+  pathParams?: ClientOperations[K]["pathParams"];
+  query?: ClientOperations[K]["query"];
+  body?: ClientOperations[K]["body"];
   options?: RequestOptions;
 };
 
@@ -163,6 +174,7 @@ export class CommerceClient {
   lastRateLimit: RateLimitInfo | null = null;
 
   readonly products: Products;
+  readonly categories: Categories;
   readonly orders: Orders;
   readonly webhookEndpoints: WebhookEndpoints;
   readonly events: Events;
@@ -221,6 +233,7 @@ export class CommerceClient {
     this.maxRetries = maxRetries;
     this.timeoutMs = timeoutMs;
     this.products = new Products(this);
+    this.categories = new Categories(this);
     this.orders = new Orders(this);
     this.webhookEndpoints = new WebhookEndpoints(this);
     this.events = new Events(this);
@@ -273,8 +286,11 @@ export class CommerceClient {
    * Sends operation `operation` of the API, with retries; resolves to its decoded body.
    * Used by the resources; @internal
    */
-  async _request<K extends OperationId>(operation: K, args: RequestArgs<K> = {}): Promise<Operations[K]["response"]> {
-    const { method, path } = OPERATIONS[operation];
+  async _request<K extends ClientOperationId>(
+    operation: K,
+    args: RequestArgs<K> = {},
+  ): Promise<ClientOperations[K]["response"]> {
+    const { method, path } = CLIENT_OPERATIONS[operation];
     const options = args.options ?? {};
     const maxRetries = checkedRetries(options.maxRetries ?? this.maxRetries);
     const timeoutMs = checkedTimeout(options.timeoutMs ?? this.timeoutMs);
@@ -321,7 +337,7 @@ export class CommerceClient {
           rateLimit,
           retries: retriesDone,
         });
-        if (response.ok) return decode(response, text) as Operations[K]["response"];
+        if (response.ok) return decode(response, text) as ClientOperations[K]["response"];
         throw errorFromResponse(response, text);
       }
       await this._sleep(delay);

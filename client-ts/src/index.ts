@@ -58,6 +58,8 @@ export {
 export { isOrderEvent } from "./types.js";
 export type {
   Address,
+  Category,
+  CategoryList,
   CountryCode,
   DeliveryAttempt,
   DeliveryStatus,
@@ -75,8 +77,11 @@ export type {
   OrderListParams,
   OrderStatus,
   Product,
+  ProductCreateParams,
   ProductListItem,
   ProductListParams,
+  ProductSort,
+  ProductUpdateParams,
   ShippingAddressParam,
   Timestamp,
   WebhookEndpoint,

@@ -28,7 +28,33 @@ type WithTimestamps<Q> = Omit<Q, "created_gte" | "created_lt"> & {
 export type ProductListItem = G.ProductListItem;
 /** One product, with its current stock (`inventory_count`). */
 export type Product = G.Product;
-export type ProductListParams = G.Operations["list_products"]["query"];
+/** `products.list({ sort })`: `-` is descending; `created_at` (oldest first) is the default. */
+export type ProductSort = "created_at" | "-created_at" | "price" | "-price" | "name";
+/** `products.list()`: `category`, `q` (words to find in the name or description), `sort`, and
+ * the page. (`q` and `sort` are added here until the OpenAPI snapshot has them, issue 31 item 2;
+ * the checks at the bottom compare them with the generated ones once it does.) */
+export type ProductListParams = G.Operations["list_products"]["query"] & {
+  q?: string | null;
+  sort?: ProductSort | null;
+};
+/** `products.create()` (an admin key): `description` defaults to `""`, `inventory_count` to 0. */
+export type ProductCreateParams = G.ProductCreate;
+/** `products.update()` (an admin key): the fields to change; omitted fields keep their value. */
+export type ProductUpdateParams = G.ProductUpdate;
+
+// --- Categories -----------------------------------------------------------------------------
+
+/** A category with at least one active product (`categories.list()`). */
+export interface Category {
+  /** What `products.list({ category })` takes. */
+  name: string;
+  /** Active products in this category. */
+  product_count: number;
+}
+/** The body of `GET /categories`. */
+export interface CategoryList {
+  data: Category[];
+}
 
 // --- Orders ---------------------------------------------------------------------------------
 
@@ -128,6 +154,9 @@ type Equals<A, B> =
   (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 type Assert<T extends true> = T;
 type MutuallyAssignable<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+/** `T[K]`, or `Absent` while `T` has no `K` (for the checks of what the snapshot may not have yet). */
+type FieldOr<T, K extends PropertyKey, Absent> = K extends keyof T ? T[K] : Absent;
+type GeneratedProductQuery = G.Operations["list_products"]["query"];
 
 /** Every event type the API knows is one `isOrderEvent` knows, and the reverse. */
 type _EventTypes = Assert<Equals<EventType, "order.created" | "order.fulfilled" | "order.canceled">>;
@@ -158,6 +187,22 @@ type _EventList = Assert<MutuallyAssignable<Event[], G.Operations["list_events"]
 /** The list queries the resources send are the documented ones, `Date`s aside. */
 type _OrderListQuery = Assert<Equals<keyof OrderListParams, keyof G.Operations["list_orders"]["query"]>>;
 type _EventListQuery = Assert<Equals<keyof EventListParams, keyof G.Operations["list_events"]["query"]>>;
+type _ProductCreateBody = Assert<Equals<ProductCreateParams, G.Operations["create_product"]["body"]>>;
+type _ProductUpdateBody = Assert<Equals<ProductUpdateParams, G.Operations["update_product"]["body"]>>;
+type _ProductCreate = Assert<Equals<Product, G.Operations["create_product"]["response"]>>;
+type _ProductUpdate = Assert<Equals<Product, G.Operations["update_product"]["response"]>>;
+type _ProductArchive = Assert<Equals<void, G.Operations["archive_product"]["response"]>>;
+/** Once the snapshot has `q`, `sort` and `GET /categories` (issue 31 item 2), they are the
+ * documented ones; until then these hold trivially. */
+type _ProductSearch = Assert<
+  MutuallyAssignable<FieldOr<GeneratedProductQuery, "q", string | null | undefined>, string | null | undefined>
+>;
+type _ProductSort = Assert<
+  MutuallyAssignable<NonNullable<FieldOr<GeneratedProductQuery, "sort", ProductSort>>, ProductSort>
+>;
+type _CategoryList = Assert<
+  MutuallyAssignable<FieldOr<FieldOr<G.Operations, "list_categories", { response: CategoryList }>, "response", never>, CategoryList>
+>;
 /** The delivery status of the Python client. */
 type _DeliveryStatus = Assert<Equals<DeliveryStatus, "pending" | "succeeded" | "failed">>;
 type _OrderStatus = Assert<Equals<OrderStatus, "pending" | "fulfilled" | "canceled">>;
@@ -167,5 +212,7 @@ export type __TypeChecks = [
   _EventWithDeliveriesShape, _UpdateKeys, _UpdateWider, _OrderCreateBody, _EndpointCreateBody,
   _EndpointUpdateBody, _ProductGet, _ProductList, _OrderGet, _OrderCancel, _OrderFulfill,
   _EndpointCreate, _EndpointRotate, _EndpointGet, _EndpointDelete, _EventGet, _EventRedeliver,
-  _EventList, _OrderListQuery, _EventListQuery, _DeliveryStatus, _OrderStatus,
+  _EventList, _OrderListQuery, _EventListQuery, _DeliveryStatus, _OrderStatus, _ProductCreateBody,
+  _ProductUpdateBody, _ProductCreate, _ProductUpdate, _ProductArchive, _ProductSearch, _ProductSort,
+  _CategoryList,
 ];

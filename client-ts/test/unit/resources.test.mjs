@@ -44,6 +44,56 @@ describe("requests", () => {
     ]);
   });
 
+  test("products: list passes q and sort through; listAll keeps them on every page", async () => {
+    const { client, calls } = await stubClient([
+      json(200, { data: [product(1)], pagination: PAGINATION(2, 1, 0) }),
+      json(200, { data: [product(1)], pagination: PAGINATION(2, 1, 0) }),
+      json(200, { data: [product(2)], pagination: PAGINATION(2, 1, 1) }),
+    ]);
+    await client.products.list({ q: "blue mug", sort: "-price", category: "mugs", limit: 1 });
+    const walked = [];
+    for await (const item of client.products.listAll({ q: "mug", sort: "name", category: undefined }, { pageSize: 1 })) {
+      walked.push(item.id);
+    }
+    assert.deepEqual(walked, ["prod_1", "prod_2"]);
+    assert.deepEqual(calls.map(path), [
+      "/v1/products?q=blue+mug&sort=-price&category=mugs&limit=1",
+      "/v1/products?q=mug&sort=name&limit=1&offset=0",
+      "/v1/products?q=mug&sort=name&limit=1&offset=1",
+    ]);
+  });
+
+  test("products: create, update, archive (admin)", async () => {
+    const full = { ...product(1), inventory_count: 4, updated_at: "2026-01-15T12:00:00Z" };
+    const { client, calls } = await stubClient([
+      json(201, full),
+      json(200, { ...full, price: 9.99 }),
+      new Response(null, { status: 204 }),
+    ]);
+    const created = await client.products.create({ name: "Book 1", price: 19.99, category: "books", inventory_count: 4 });
+    assert.equal(created.inventory_count, 4);
+    const updated = await client.products.update("prod_1", { price: 9.99, name: undefined });
+    assert.equal(updated.price, 9.99);
+    assert.equal(await client.products.archive("prod_1"), undefined);
+    assert.deepEqual(calls.map((c) => [c.method, path(c)]), [
+      ["POST", "/v1/products"],
+      ["PATCH", "/v1/products/prod_1"],
+      ["DELETE", "/v1/products/prod_1"],
+    ]);
+    assert.deepEqual(calls[0].body, { name: "Book 1", price: 19.99, category: "books", inventory_count: 4 });
+    assert.ok(calls[0].headers.get("idempotency-key"));
+    assert.deepEqual(calls[1].body, { price: 9.99 });
+    assert.equal(calls[1].headers.get("idempotency-key"), null);
+    assert.equal(calls[2].body, undefined);
+  });
+
+  test("categories: list resolves to the names and counts", async () => {
+    const categories = [{ name: "books", product_count: 23 }, { name: "mugs", product_count: 1 }];
+    const { client, calls } = await stubClient([json(200, { data: categories })]);
+    assert.deepEqual(await client.categories.list(), categories);
+    assert.deepEqual(calls.map((c) => [c.method, path(c)]), [["GET", "/v1/categories"]]);
+  });
+
   test("orders: create, get, list, cancel, fulfill", async () => {
     const { client, calls } = await stubClient([
       json(201, order()),

@@ -8,12 +8,16 @@
 // `npm run build` and adapt src/types.ts or the resources where it no longer compiles.
 
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
 
 import { OUTPUT_PATH, REPO_PYTHON, SNAPSHOT_PATH, generate, liveOpenApiText } from "../../scripts/generate.mjs";
 import { OPERATIONS } from "../../dist/generated/schema.js";
+import { PENDING_OPERATIONS } from "../../dist/pending-operations.js";
 
+const RESOURCES_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "src", "resources");
 const REGENERATE = "run `npm run openapi:update` in client-ts/ and rebuild";
 
 describe("OpenAPI drift", () => {
@@ -36,6 +40,9 @@ describe("OpenAPI drift", () => {
     const used = {
       list_products: ["GET", "/products"],
       get_product: ["GET", "/products/{id}"],
+      create_product: ["POST", "/products"],
+      update_product: ["PATCH", "/products/{id}"],
+      archive_product: ["DELETE", "/products/{id}"],
       create_order: ["POST", "/orders"],
       get_order: ["GET", "/orders/{id}"],
       list_orders: ["GET", "/orders"],
@@ -50,9 +57,30 @@ describe("OpenAPI drift", () => {
       list_events: ["GET", "/events"],
       get_event: ["GET", "/events/{id}"],
       redeliver_event: ["POST", "/events/{id}/redeliver"],
+      recover_webhook_endpoint: ["POST", "/webhook_endpoints/{id}/recover"],
     };
     for (const [id, [method, path]] of Object.entries(used)) {
       assert.deepEqual(OPERATIONS[id], { method, path }, id);
+    }
+  });
+
+  test("the client covers every operation: each one is sent by a resource", () => {
+    const sent = new Set();
+    for (const name of readdirSync(RESOURCES_DIR)) {
+      const source = readFileSync(join(RESOURCES_DIR, name), "utf8");
+      for (const [, id] of source.matchAll(/_request\("([a-z_]+)"/g)) sent.add(id);
+    }
+    const missing = Object.keys(OPERATIONS).filter((id) => !sent.has(id));
+    assert.deepEqual(missing, [], "operations no resource method sends: add them to src/resources/");
+    for (const id of sent) {
+      assert.ok(Object.hasOwn(OPERATIONS, id) || Object.hasOwn(PENDING_OPERATIONS, id), `unknown operation ${id}`);
+    }
+  });
+
+  test("a pending operation is one the snapshot does not have yet, or has at the same method and path", () => {
+    assert.deepEqual(PENDING_OPERATIONS.list_categories, { method: "GET", path: "/categories" });
+    for (const [id, entry] of Object.entries(PENDING_OPERATIONS)) {
+      if (Object.hasOwn(OPERATIONS, id)) assert.deepEqual(OPERATIONS[id], entry, `${id}: delete it from pending-operations.ts`);
     }
   });
 
