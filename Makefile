@@ -13,7 +13,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test test-latest lint format clean bench
+.PHONY: install serve test test-latest lint format clean bench dist
 
 install: $(VENV)/.installed
 
@@ -62,6 +62,23 @@ lint: install
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# What another project installs, in $(DIST) (git-ignored): the wheel and sdist of the server
+# (commerce-api) and of the Python client (commerce-client), each built by uv from its own
+# pyproject.toml, and, when Node.js is installed, the TypeScript client's tarball
+# (commerce-client-<version>.tgz: `npm pack` compiles it first, its prepack script).
+# The client READMEs say how to install them.
+DIST ?= dist
+NPM_CI ?= npm ci --no-audit --no-fund
+dist: install
+	$(UV) build --quiet --out-dir "$(abspath $(DIST))" server
+	$(UV) build --quiet --out-dir "$(abspath $(DIST))" client
+	@if command -v npm >/dev/null 2>&1; then \
+		cd client-ts && $(NPM_CI) && npm pack --silent --pack-destination "$(abspath $(DIST))" >/dev/null; \
+	else \
+		echo "Skipped the TypeScript client's tarball (client-ts/): Node.js is not installed (no npm on PATH)."; \
+	fi
+	@ls -1 "$(abspath $(DIST))"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
