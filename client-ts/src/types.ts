@@ -194,12 +194,9 @@ type _ProductUpdate = Assert<Equals<Product, G.Operations["update_product"]["res
 type _ProductArchive = Assert<Equals<void, G.Operations["archive_product"]["response"]>>;
 /** Once the snapshot has `q`, `sort` and `GET /categories` (issue 31 item 2), they are the
  * documented ones; until then these hold trivially. */
-type _ProductSearch = Assert<
-  MutuallyAssignable<FieldOr<GeneratedProductQuery, "q", string | null | undefined>, string | null | undefined>
->;
-type _ProductSort = Assert<
-  MutuallyAssignable<NonNullable<FieldOr<GeneratedProductQuery, "sort", ProductSort>>, ProductSort>
->;
+type _ProductSearch = Assert<[string] extends [FieldOr<GeneratedProductQuery, "q", string>] ? true : false>;
+/** The server takes every order the client offers. */
+type _ProductSort = Assert<[ProductSort] extends [FieldOr<GeneratedProductQuery, "sort", ProductSort>] ? true : false>;
 type _CategoryList = Assert<
   MutuallyAssignable<FieldOr<FieldOr<G.Operations, "list_categories", { response: CategoryList }>, "response", never>, CategoryList>
 >;
