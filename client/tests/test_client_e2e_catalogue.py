@@ -13,7 +13,7 @@ import pytest
 from client_testing import E2EServer
 
 import commerce_client
-from commerce_client import AsyncClient, Client
+from commerce_client import AsyncClient, Client, ProductSort
 
 pytestmark = pytest.mark.slow
 
@@ -127,8 +127,8 @@ def test_products_search_and_sort(admin: Client, api: Client) -> None:
     )
     middle = admin.products.create(name="Bowl", price=10, category=category)
 
-    def ids(**query: str) -> list[str]:
-        return [p.id for p in api.products.list(category=category, **query).data]  # type: ignore[arg-type]
+    def ids(sort: ProductSort | None = None) -> list[str]:
+        return [p.id for p in api.products.list(category=category, sort=sort).data]
 
     assert ids(sort="price") == [cheap.id, middle.id, dear.id]
     assert ids(sort="-price") == [dear.id, middle.id, cheap.id]
