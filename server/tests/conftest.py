@@ -163,10 +163,11 @@ KeyFactory = Callable[..., Awaitable[str]]
 
 @pytest.fixture
 def make_key(db: Database, settings: Settings) -> KeyFactory:
-    """``await make_key()`` → a client key for a new account; ``role="admin"`` for an admin key."""
+    """``await make_key()`` → a client key for a new account; ``role="admin"`` for an admin key,
+    ``role="publishable"`` for a new account's publishable key."""
 
     async def make(role: accounts.Role = "client", tier: Tier = "development") -> str:
-        account_id = await factories.new_account(db, tier=tier) if role == "client" else None
+        account_id = await factories.new_account(db, tier=tier) if role != "admin" else None
         key = await factories.new_key(db, account_id, role=role, environment=settings.environment)
         return key.secret
 
@@ -181,6 +182,11 @@ async def client_key(make_key: KeyFactory) -> str:
 @pytest.fixture
 async def admin_key(make_key: KeyFactory) -> str:
     return await make_key("admin")
+
+
+@pytest.fixture
+async def publishable_key(make_key: KeyFactory) -> str:
+    return await make_key("publishable")
 
 
 @pytest.fixture

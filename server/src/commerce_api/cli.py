@@ -273,15 +273,24 @@ def keys() -> None:
 @keys.command("create")
 @click.option("--account", "account_id", help="The account the key belongs to.")
 @click.option("--admin", is_flag=True, help="An admin (operator) key instead of a client key.")
-def keys_create(account_id: str | None, admin: bool) -> None:
+@click.option(
+    "--publishable",
+    is_flag=True,
+    help="A publishable key (pk_…) of the account: it reads the catalogue and nothing else, "
+    "so a storefront's pages may carry it.",
+)
+def keys_create(account_id: str | None, admin: bool, publishable: bool) -> None:
     """Create a key and print it (it is shown only this once)."""
-    if not admin and not account_id:
-        raise click.UsageError("a client key needs --account ACCOUNT_ID (or use --admin)")
+    if admin and publishable:
+        raise click.UsageError("--admin and --publishable exclude each other")
+    role: accounts.Role = "admin" if admin else "publishable" if publishable else "client"
+    if role != "admin" and not account_id:
+        raise click.UsageError(f"a {role} key needs --account ACCOUNT_ID (or use --admin)")
     settings = _settings()
 
     async def create(conn: AsyncConnection) -> accounts.CreatedKey:
         return await accounts.create_key(
-            conn, settings.environment, account_id=account_id, role="admin" if admin else "client"
+            conn, settings.environment, account_id=account_id, role=role
         )
 
     try:
@@ -319,7 +328,7 @@ def keys_list(as_json: bool) -> None:
     for row in rows:
         state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
         click.echo(
-            f"{row['id']}  {row['role']:<6}  {row['account_id'] or '-':<29}  "
+            f"{row['id']}  {row['role']:<11}  {row['account_id'] or '-':<29}  "
             f"{row['prefix']}…{row['last4']}  {row['created_at']}  {state}"
         )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -77,6 +78,10 @@ class Settings(BaseSettings):
     # where only the proxy can reach the server) whose X-Forwarded-For and X-Forwarded-Proto are
     # believed. Empty: no one's; the client address is the connection's.
     trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
+    # Origins (comma-separated `scheme://host[:port]`, e.g. `https://shop.example`) whose pages
+    # may read the catalogue from a browser (CORS, on the catalogue's routes only: http/cors.py).
+    # Empty: none, and no answer carries a CORS header.
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
     # `off` removes /metrics (it answers 404 like any unknown route).
     metrics: Literal["on", "off"] = "on"
     # An operator console session (/dashboard) ends after this long without a request.
@@ -90,9 +95,9 @@ class Settings(BaseSettings):
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("trusted_proxies", mode="before")
+    @field_validator("trusted_proxies", "cors_origins", mode="before")
     @classmethod
-    def _parse_proxies(cls, value: object) -> object:
+    def _parse_list(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
@@ -110,6 +115,33 @@ class Settings(BaseSettings):
                     f"{proxy!r} is not an IP address or network (e.g. 127.0.0.1 or 10.0.0.0/8)"
                 ) from None
         return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _check_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each origin as a browser sends it in ``Origin``: the scheme and host in lower case,
+        no path (one trailing slash is forgiven)."""
+        origins = []
+        for origin in value:
+            parts = urlsplit(origin.lower())
+            if (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or "@" in parts.netloc
+                or parts.path not in ("", "/")
+                or parts.query
+                or parts.fragment
+            ):
+                raise ValueError(
+                    f"{origin!r} is not an origin: write scheme://host[:port] without a path, "
+                    "e.g. https://shop.example or http://localhost:3000"
+                )
+            try:
+                _ = parts.port  # a malformed one raises
+            except ValueError:
+                raise ValueError(f"{origin!r} has a malformed port") from None
+            origins.append(f"{parts.scheme}://{parts.netloc}")
+        return tuple(origins)
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod

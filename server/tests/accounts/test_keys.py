@@ -10,6 +10,7 @@ import pytest
 from commerce_api.accounts.keys import (
     KEY_PREFIXES,
     MAX_KEY_LENGTH,
+    PUBLISHABLE_KEY_PREFIXES,
     generate_key,
     hash_key,
     hashes_match,
@@ -68,7 +69,9 @@ def test_hashes_match() -> None:
         ("sk_sandbox_abc", "sandbox"),
         ("sk_live_abc", "production"),
         ("sk_test_abc", None),
-        ("pk_live_abc", None),
+        ("pk_live_abc", "production"),
+        ("pk_sandbox_abc", "sandbox"),
+        ("pk_test_abc", None),
         ("", None),
         ("sk_", None),
     ],
@@ -79,3 +82,16 @@ def test_key_environment(secret: str, environment: Environment | None) -> None:
 
 def test_every_environment_has_a_prefix() -> None:
     assert set(KEY_PREFIXES) == {"sandbox", "production"}
+    assert set(PUBLISHABLE_KEY_PREFIXES) == {"sandbox", "production"}
+
+
+@pytest.mark.parametrize(
+    ("environment", "prefix"), [("sandbox", "pk_sandbox_"), ("production", "pk_live_")]
+)
+def test_publishable_keys_have_their_own_prefix(environment: Environment, prefix: str) -> None:
+    key = generate_key(environment, publishable=True)
+    assert key.prefix == prefix
+    assert key.secret.startswith(prefix)
+    assert len(key.secret.removeprefix(prefix)) == KEY_RANDOM_LENGTH
+    assert len(key.secret) <= MAX_KEY_LENGTH
+    assert key_environment(key.secret) == environment

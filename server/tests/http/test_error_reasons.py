@@ -26,7 +26,14 @@ from commerce_api.core.errors import REASONS
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from tests.conftest import make_settings
-from tests.factories import create_product, order_body, place_ok, post_order
+from tests.factories import (
+    create_product,
+    new_account,
+    new_key,
+    order_body,
+    place_ok,
+    post_order,
+)
 from tests.helpers import bearer, serving
 from tests.http.test_error_contract import assert_error
 from tests.http.test_idempotency import insert_key_row, order_fingerprint
@@ -178,6 +185,14 @@ async def _(w: World) -> httpx.Response:
 async def _(w: World) -> httpx.Response:
     body = {"name": "Lamp", "price": 10, "category": "home", "inventory_count": 1}
     return await w.client.post("/v1/products", json=body, headers=bearer(w.client_key))
+
+
+@situation("publishable_key_not_allowed")
+async def _(w: World) -> httpx.Response:
+    account_id = await new_account(w.db)
+    publishable = await new_key(w.db, account_id, role="publishable")
+    body = order_body((await w.product(), 1))
+    return await post_order(w.client, publishable.secret, body)
 
 
 @situation("not_found")
@@ -372,7 +387,11 @@ def _operations(app: FastAPI) -> list[tuple[str, str]]:
 
 
 async def test_every_error_of_the_documented_operations_carries_a_reason_of_the_table(
-    app: FastAPI, client: httpx.AsyncClient, admin_key: str, client_key: str
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    admin_key: str,
+    client_key: str,
+    publishable_key: str,
 ) -> None:
     """Each operation without a key, with a bad one, with each role, with an unknown query
     parameter, with a body that is not JSON and with one that is not valid: whatever it
@@ -382,6 +401,7 @@ async def test_every_error_of_the_documented_operations_carries_a_reason_of_the_
         {"headers": bearer("sk_sandbox_unknown")},
         {"headers": bearer(client_key)},
         {"headers": bearer(admin_key)},
+        {"headers": bearer(publishable_key)},
         {"headers": bearer(client_key), "params": {"limt": "5"}},
         {"headers": {**bearer(admin_key), "Content-Type": "application/json"}, "content": b"{"},
         {"headers": bearer(client_key), "json": {"unexpected": [1]}},
@@ -400,4 +420,5 @@ async def test_every_error_of_the_documented_operations_carries_a_reason_of_the_
                 )
                 seen.add(error["reason"])
     assert {"missing_api_key", "invalid_api_key", "forbidden", "not_found"} <= seen, seen
+    assert "publishable_key_not_allowed" in seen
     assert {"validation_failed", "malformed_request", "unsupported_media_type"} <= seen, seen

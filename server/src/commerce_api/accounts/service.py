@@ -16,12 +16,14 @@ from commerce_api.accounts.keys import (
     hashes_match,
     key_environment,
 )
-from commerce_api.core.errors import unauthorized
+from commerce_api.core.errors import forbidden, unauthorized
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.settings import Environment, Tier
 
-Role = Literal["client", "admin"]
+# client: an account's secret key (its orders, webhooks, events, the catalogue); admin: the
+# operator's; publishable: an account's key that only reads the catalogue, for storefronts.
+Role = Literal["client", "admin", "publishable"]
 
 
 class AccountNotFound(LookupError):
@@ -40,6 +42,10 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def is_publishable(self) -> bool:
+        return self.role == "publishable"
 
     @property
     def scope(self) -> str:
@@ -79,12 +85,13 @@ async def create_key(
     account_id: str | None,
     role: Role = "client",
 ) -> CreatedKey:
-    """Issue a key. Client keys need an account; admin (operator) keys may have none."""
+    """Issue a key. Client and publishable keys need an account; admin (operator) keys may
+    have none."""
     if account_id is not None and await repository.get_account(conn, account_id) is None:
         raise AccountNotFound(account_id)
-    if role == "client" and account_id is None:
-        raise ValueError("a client key belongs to an account")
-    key = generate_key(environment)
+    if role != "admin" and account_id is None:
+        raise ValueError(f"a {role} key belongs to an account")
+    key = generate_key(environment, publishable=role == "publishable")
     key_id = new_id("key")
     await repository.insert_key(
         conn,
@@ -147,5 +154,17 @@ def principal_from_row(row: Any, computed_hash: str) -> Principal:
     if row is None or not hashes_match(row.key_hash, computed_hash) or row.revoked_at is not None:
         raise unauthorized("Invalid API key (unknown or revoked).", "Authorization")
     tier: Tier = "production" if row.tier == "production" or row.tier is None else "development"
-    role: Role = "admin" if row.role == "admin" else "client"
+    role: Role = row.role if row.role in ("admin", "publishable") else "client"
     return Principal(key_id=row.id, account_id=row.account_id, role=role, tier=tier)
+
+
+def secret_key_principal(principal: Principal) -> Principal:
+    """``principal``, unless its key is publishable: those read the catalogue and nothing else
+    (a 403 that says so; ``http.dependencies.catalog_principal`` is the one way past it)."""
+    if principal.is_publishable:
+        raise forbidden(
+            "Publishable keys (pk_…) may only read the catalogue (products and categories). "
+            "Call this endpoint from your server with a secret key (sk_…).",
+            reason="publishable_key_not_allowed",
+        )
+    return principal

@@ -24,11 +24,17 @@ from commerce_api.core.errors import APIError, install_error_handlers
 from commerce_api.events import service as events
 from commerce_api.events.routes import events_router
 from commerce_api.http import idempotency
+from commerce_api.http.cors import CatalogCORS
 from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.middleware import ErrorGuardMiddleware
 from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.http.pipeline import Pipeline, PipelineMiddleware, RequestObserver
-from commerce_api.http.routing import MethodIndex, StrictRoute, json_response
+from commerce_api.http.routing import (
+    MethodIndex,
+    StrictRoute,
+    admits_publishable_keys,
+    json_response,
+)
 from commerce_api.http.schemas import ErrorResponse
 from commerce_api.observability import metrics
 from commerce_api.observability.access import AccessLog
@@ -143,11 +149,19 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 class CommerceAPI(FastAPI):
-    """The FastAPI app, with the fast lane asked first (see fastlane.py)."""
+    """The FastAPI app, with the fast lane asked first (see fastlane.py), and before it CORS for
+    the catalogue when origins are configured (``http/cors.py``)."""
 
     fast_lane: FastLane | None = None
+    cors: CatalogCORS | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        cors = self.cors
+        if cors is not None and scope["type"] == "http":
+            sending = await cors.sending(scope, send)
+            if sending is None:
+                return  # a preflight, answered
+            send = sending
         fast_lane = self.fast_lane
         if fast_lane is not None and scope["type"] == "http":
             next_receive = await fast_lane(scope, receive, send)
@@ -236,6 +250,9 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)
+    if settings.cors_origins:
+        catalog_routes = filter(admits_publishable_keys, app.state.method_index.routes)
+        app.cors = CatalogCORS(settings.cors_origins, catalog_routes)
     app.webhooks.include_router(order_webhooks)  # documented only: what deliveries look like
     install_openapi(app, PUBLIC_PATHS)
     return app

@@ -39,6 +39,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
+from commerce_api.accounts.service import secret_key_principal
 from commerce_api.app.fastlane_routes import ServedRoute, Unserved
 from commerce_api.app.services import Services
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError, render_exception
@@ -161,14 +162,18 @@ class FastLane:
                 arguments[name] = self.services
             elif what == "context":
                 arguments[name] = ctx
-            else:  # the caller, by the request's key; Unserved without a valid one
+            else:  # the caller, by the request's key; Unserved without a valid one, or with
+                # a publishable key where the route needs a secret one (the routes refuse it)
                 given = authorization(headers)
                 if given is None:
                     raise Unserved
                 try:
-                    arguments[name] = await authenticate(self.services.read_path, ctx, given)
+                    principal = await authenticate(self.services.read_path, ctx, given)
+                    if what == "principal":
+                        principal = secret_key_principal(principal)
                 except APIError:
                     raise Unserved from None
+                arguments[name] = principal
         if route.request_name is not None:
             arguments[route.request_name] = Request(scope, receive)
         if route.body_name is not None:

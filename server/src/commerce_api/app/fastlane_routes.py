@@ -26,7 +26,12 @@ from commerce_api.http.declaration import (
     path_parameter_names,
     path_pattern,
 )
-from commerce_api.http.dependencies import current_principal, request_context, request_services
+from commerce_api.http.dependencies import (
+    catalog_principal,
+    current_principal,
+    request_context,
+    request_services,
+)
 from commerce_api.http.routing import served_first_as
 
 
@@ -37,7 +42,8 @@ class Unserved(Exception):
 # What an endpoint's dependency gets, by the dependency function it declares.
 _PROVIDED: dict[Callable[..., Any], str] = {
     request_services: "services",
-    current_principal: "principal",
+    current_principal: "principal",  # a secret key's caller
+    catalog_principal: "catalog_principal",  # any key's, publishable ones included
     request_context: "context",
 }
 

@@ -18,7 +18,7 @@ from commerce_api.catalog.schemas import (
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
 from commerce_api.http.dependencies import (
     AdminPrincipal,
-    CurrentPrincipal,
+    CatalogPrincipal,
     RequestContextDep,
     ServicesDep,
 )
@@ -44,7 +44,7 @@ router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictR
 async def list_products(
     ctx: RequestContextDep,
     services: ServicesDep,
-    _principal: CurrentPrincipal,
+    _principal: CatalogPrincipal,
     limit: Limit = DEFAULT_PAGE_SIZE,
     offset: Offset = 0,
     category: Annotated[
@@ -74,7 +74,7 @@ async def list_products(
 )
 @served_first
 async def get_product(
-    id: str, ctx: RequestContextDep, services: ServicesDep, _principal: CurrentPrincipal
+    id: str, ctx: RequestContextDep, services: ServicesDep, _principal: CatalogPrincipal
 ) -> Response:
     """One product with its current `inventory_count`. Unknown or archived ids are 404."""
     body = await services.read_path.product_body(ctx, id)

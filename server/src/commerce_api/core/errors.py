@@ -39,6 +39,7 @@ Reason = Literal[
     "invalid_api_key",
     "wrong_environment",
     "forbidden",
+    "publishable_key_not_allowed",
     "not_found",
     "unknown_route",
     "method_not_allowed",
@@ -72,6 +73,7 @@ REASONS: dict[Reason, tuple[int, ErrorCode]] = {
     "invalid_api_key": (401, "unauthorized"),
     "wrong_environment": (401, "unauthorized"),
     "forbidden": (403, "unauthorized"),
+    "publishable_key_not_allowed": (403, "unauthorized"),
     "not_found": (404, "not_found"),
     "unknown_route": (404, "not_found"),
     "method_not_allowed": (405, "invalid_request"),
@@ -143,8 +145,10 @@ def unauthorized(
     return APIError(401, "unauthorized", message, details, headers, reason=reason)
 
 
-def forbidden(message: str, details: str = "Authorization") -> APIError:
-    return APIError(403, "unauthorized", message, details, reason="forbidden")
+def forbidden(
+    message: str, details: str = "Authorization", *, reason: Reason = "forbidden"
+) -> APIError:
+    return APIError(403, "unauthorized", message, details, reason=reason)
 
 
 def error_body(code: ErrorCode, reason: Reason, message: str, details: str) -> bytes:

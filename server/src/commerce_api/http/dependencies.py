@@ -1,6 +1,11 @@
 """Request dependencies: the services (as the HTTP layer knows them: ``http.services``; the
 routes that use the packages' own types ask ``app.services.ServicesDep``), the caller's key and
-role."""
+role.
+
+A route says which keys it admits by the caller it declares: ``CatalogPrincipal`` (any key,
+publishable ones included: the catalogue reads, and only they), ``CurrentPrincipal`` (a secret
+key: client or admin) or ``AdminPrincipal``. ``CatalogPrincipal`` is the one declaration the
+publishable keys' allow-list and CORS (``http/cors.py``) are derived from."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from commerce_api.accounts.service import Principal
+from commerce_api.accounts.service import Principal, secret_key_principal
 from commerce_api.core.errors import forbidden
 from commerce_api.http.context import RequestContext, context
 from commerce_api.http.pipeline import authenticate
@@ -21,12 +26,22 @@ def get_services(request: Request) -> RequestServices:
     return services
 
 
-async def current_principal(request: Request) -> Principal:
-    """The authenticated caller; 401 without a valid key. Memoised per request, failures too."""
+async def catalog_principal(request: Request) -> Principal:
+    """The authenticated caller, whatever its key's role (publishable keys too); 401 without a
+    valid key. Memoised per request, failures too. Only the catalogue reads declare it."""
     services = get_services(request)
     return await authenticate(
         services.read_path, context(request.scope), request.headers.get("authorization")
     )
+
+
+CatalogPrincipal = Annotated[Principal, Depends(catalog_principal)]
+
+
+async def current_principal(request: Request) -> Principal:
+    """The authenticated caller with a secret key (client or admin): 401 without a valid key,
+    403 ``publishable_key_not_allowed`` with a publishable one."""
+    return secret_key_principal(await catalog_principal(request))
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

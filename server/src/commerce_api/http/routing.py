@@ -24,6 +24,7 @@ from commerce_api.http.declaration import (
 )
 from commerce_api.http.dependencies import (
     admin_principal,
+    catalog_principal,
     current_principal,
     get_services,
 )
@@ -81,6 +82,15 @@ def served_first_as(endpoint: Callable[..., Any]) -> str | None:
     return how
 
 
+def admits_publishable_keys(route: APIRoute) -> bool:
+    """Whether a route answers publishable keys: it declares ``CatalogPrincipal`` and no
+    stricter caller (``http/dependencies.py``)."""
+    declared = route_declaration(route)
+    return depends_on(declared, route.path, catalog_principal) and not depends_on(
+        declared, route.path, current_principal
+    )
+
+
 class StrictRoute(APIRoute):
     """A route that authenticates first and refuses unknown query parameters and non-JSON bodies.
 
@@ -95,6 +105,7 @@ class StrictRoute(APIRoute):
         takes_body = takes_body_anywhere(declared, self.path)
         needs_key = depends_on(declared, self.path, current_principal)
         needs_admin = depends_on(declared, self.path, admin_principal)
+        reads_catalog = depends_on(declared, self.path, catalog_principal)
         idempotent = "POST" in (self.methods or ()) and needs_key
         self_managed = getattr(self.endpoint, _MANAGES_IDEMPOTENCY, False)
 
@@ -105,6 +116,8 @@ class StrictRoute(APIRoute):
                 principal = await current_principal(request)
                 if needs_admin:
                     await admin_principal(principal)
+            elif reads_catalog:
+                await catalog_principal(request)
             for name in request.query_params:
                 if name not in known:
                     raise invalid_request(f"Unknown query parameter `{name}`.", name)
@@ -219,7 +232,8 @@ _ERROR_DESCRIPTIONS = {
     400: "Invalid request: malformed JSON, a failed validation, an unknown parameter. "
     "`details` names the parameter.",
     401: "Missing, malformed, unknown or revoked API key.",
-    403: "The key is valid but its role may not do this (a client key on an admin endpoint).",
+    403: "The key is valid but its role may not do this (a client key on an admin endpoint, "
+    "a publishable key outside the catalogue).",
     404: "No such resource (or it belongs to another account).",
     409: "Conflict with the current state: `reason` is `insufficient_stock`, "
     "`invalid_transition` or `idempotency_key_in_use` (only the last is worth a retry).",

@@ -88,7 +88,7 @@ api_keys = Table(
     Column("key_hash", String(64), nullable=False, unique=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime, nullable=True),
-    CheckConstraint("role IN ('client', 'admin')", name="role"),
+    CheckConstraint("role IN ('client', 'admin', 'publishable')", name="role"),
     CheckConstraint("role = 'admin' OR account_id IS NOT NULL", name="client_has_account"),
     Index("ix_api_keys_account_id", "account_id"),
 )

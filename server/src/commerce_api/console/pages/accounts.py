@@ -49,15 +49,24 @@ async def create_account(request: Request, services: ServicesDep, _session: Sess
 
 
 async def create_key(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
-    """A client key for an account, or an admin key (``account_id`` empty); shown once."""
-    account_id = form_text(await request.form(), "account_id") or None
+    """A client key for an account, or an admin key (``account_id`` empty); with ``kind``
+    ``publishable``, the account's publishable key. Shown once."""
+    form = await request.form()
+    account_id = form_text(form, "account_id") or None
+    kind = form_text(form, "kind") or "secret"
+    if kind not in ("secret", "publishable"):
+        error = "A key's kind is `secret` or `publishable`."
+        return await _accounts_page(request, services, {"error": error}, 400)
+    if kind == "publishable" and account_id is None:
+        error = "A publishable key belongs to an account: choose one (admin keys are secret)."
+        return await _accounts_page(request, services, {"error": error}, 400)
+    role: accounts.Role = (
+        "publishable" if kind == "publishable" else "client" if account_id else "admin"
+    )
     try:
         async with services.db.write() as conn:
             key = await accounts.create_key(
-                conn,
-                services.settings.environment,
-                account_id=account_id,
-                role="client" if account_id else "admin",
+                conn, services.settings.environment, account_id=account_id, role=role
             )
     except accounts.AccountNotFound:
         error = f"No account with id `{account_id}`."
