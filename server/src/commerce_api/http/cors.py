@@ -7,7 +7,8 @@ around the routes, and the catalogue reads are answered before the routes, by th
 (orders, webhooks, the console) and answer preflights on every path. This layer is asked first
 (``CommerceAPI.__call__``), exists only when origins are configured (so without them no request
 pays for it, and no answer has a CORS header), and covers only the paths of the routes that
-admit publishable keys (``routing.admits_publishable_keys``), with their methods:
+admit publishable keys (``routing.admits_publishable_keys``), with their methods (a write on
+the same path, ``POST /v1/products``, gets none of it):
 
 - a preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) from a listed
   origin is answered here, 204, without a key and not counted against any quota: it carries no
@@ -49,24 +50,29 @@ class CatalogCORS:
         methods: dict[str, set[str]] = {}
         for route in routes:
             methods.setdefault(route.path, set()).update(route.methods or ())
-        self._paths: list[tuple[Pattern[str], bytes]] = [
-            (path_pattern(template), ", ".join(sorted(allowed)).encode())
+        self._paths: list[tuple[Pattern[str], frozenset[str], bytes]] = [
+            (path_pattern(template), frozenset(allowed), ", ".join(sorted(allowed)).encode())
             for template, allowed in methods.items()
         ]
 
-    def _methods(self, path: str) -> bytes | None:
-        """The methods a storefront may use on ``path``, or None off the catalogue."""
-        for pattern, methods in self._paths:
+    def _methods(self, path: str) -> tuple[frozenset[str], bytes] | None:
+        """The methods a storefront may use on ``path`` (and their list for a preflight's
+        answer), or None off the catalogue."""
+        for pattern, methods, listed in self._paths:
             if pattern.match(path):
-                return methods
+                return methods, listed
         return None
 
     async def sending(self, scope: Scope, send: Send) -> Send | None:
         """The ``send`` to answer this request through (``send`` itself off the catalogue), or
         None when this was a preflight from a listed origin, answered here."""
-        methods = self._methods(scope["path"])
-        if methods is None:
+        found = self._methods(scope["path"])
+        if found is None:
             return send
+        methods, listed = found
+        method = scope["method"]
+        if method != "OPTIONS" and method not in methods:
+            return send  # the catalogue's writes: not for a browser's page
         origin: bytes | None = None
         asks_method = False
         for name, value in scope["headers"]:
@@ -76,10 +82,10 @@ class CatalogCORS:
                 asks_method = True
         if origin is None or origin not in self.origins:
             return _adding(send, [_VARY])
-        if scope["method"] == "OPTIONS" and asks_method:
+        if method == "OPTIONS" and asks_method:
             headers = [
                 (b"access-control-allow-origin", origin),
-                (b"access-control-allow-methods", methods),
+                (b"access-control-allow-methods", listed),
                 (b"access-control-allow-headers", ALLOWED_REQUEST_HEADERS),
                 (b"access-control-max-age", str(PREFLIGHT_MAX_AGE_SECONDS).encode()),
                 _VARY,

@@ -72,8 +72,8 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
     if not principal.is_admin:
         return _sign_in_page(
             request,
-            "This is a client key. The console needs an admin (operator) key: create one with "
-            "`commerce-api keys create --admin`.",
+            f"This is a {principal.role} key. The console needs an admin (operator) key: create "
+            "one with `commerce-api keys create --admin`.",
             403,
         )
     token = await sessions.start_session(

@@ -1,0 +1,203 @@
+"""CORS for storefronts (``http/cors.py``): on the catalogue's routes only, for the origins of
+``COMMERCE_CORS_ORIGINS`` only, on the fast lane and on the routes alike, on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from commerce_api.app.services import Services
+from commerce_api.http.cors import PREFLIGHT_MAX_AGE_SECONDS
+from commerce_api.settings import Settings
+from tests import factories
+from tests.conftest import make_settings
+from tests.helpers import bearer, running_app
+from tests.http.test_error_contract import assert_error
+
+SHOP = "https://shop.example"
+OTHER = "https://evil.example"
+CORS_HEADERS = {
+    "access-control-allow-origin",
+    "access-control-allow-methods",
+    "access-control-allow-headers",
+    "access-control-max-age",
+    "access-control-expose-headers",
+    "access-control-allow-credentials",
+}
+
+
+def preflight(origin: str, method: str = "GET") -> dict[str, str]:
+    return {
+        "Origin": origin,
+        "Access-Control-Request-Method": method,
+        "Access-Control-Request-Headers": "authorization",
+    }
+
+
+def cors_headers(response: httpx.Response) -> set[str]:
+    return CORS_HEADERS & set(response.headers.keys())
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return make_settings(database_url, cors_origins=f"{SHOP},http://localhost:3000")
+
+
+@pytest.fixture
+async def product_id(services: Services) -> str:
+    return await factories.new_product(services.db, 5)
+
+
+@pytest.fixture(params=["fast-lane", "routes"])
+async def path_taken(request: pytest.FixtureRequest, app: FastAPI) -> AsyncIterator[str]:
+    """Each test once as served (the fast lane answers catalogue reads) and once with every
+    request on the routes."""
+    if request.param == "routes":
+        app.fast_lane = None  # type: ignore[attr-defined]
+    yield request.param
+
+
+async def test_a_preflight_from_a_listed_origin_is_answered_without_a_key(
+    client: httpx.AsyncClient, product_id: str, path_taken: str
+) -> None:
+    for path in ("/v1/products", f"/v1/products/{product_id}", "/v1/products?limit=5"):
+        response = await client.options(path, headers=preflight(SHOP))
+        assert response.status_code == 204, (path, response.text)
+        assert response.content == b""
+        assert response.headers["access-control-allow-origin"] == SHOP
+        assert response.headers["access-control-allow-methods"] == "GET"
+        assert "Authorization" in response.headers["access-control-allow-headers"]
+        assert response.headers["access-control-max-age"] == str(PREFLIGHT_MAX_AGE_SECONDS)
+        assert response.headers["vary"] == "Origin"
+        assert "access-control-allow-credentials" not in response.headers
+
+
+async def test_a_listed_origin_reads_the_catalogue_with_a_publishable_key(
+    client: httpx.AsyncClient, publishable_key: str, product_id: str, path_taken: str
+) -> None:
+    headers = {**bearer(publishable_key), "Origin": "http://localhost:3000"}
+    for path in ("/v1/products", f"/v1/products/{product_id}"):
+        response = await client.get(path, headers=headers)
+        assert response.status_code == 200, response.text
+        assert response.headers["access-control-allow-origin"] == "http://localhost:3000"
+        assert response.headers["vary"] == "Origin"
+        exposed = response.headers["access-control-expose-headers"]
+        for name in ("X-Request-Id", "X-RateLimit-Remaining", "Retry-After"):
+            assert name in exposed
+        assert "x-ratelimit-remaining" in response.headers
+
+
+async def test_errors_on_the_catalogue_carry_cors_so_the_page_can_read_them(
+    client: httpx.AsyncClient, path_taken: str
+) -> None:
+    missing = await client.get("/v1/products", headers={"Origin": SHOP})
+    assert_error(missing, 401, "unauthorized", reason="missing_api_key")
+    assert missing.headers["access-control-allow-origin"] == SHOP
+    unknown = await client.get(
+        "/v1/products/prod_unknown", headers={**bearer("pk_sandbox_unknown"), "Origin": SHOP}
+    )
+    assert unknown.status_code == 401
+    assert unknown.headers["access-control-allow-origin"] == SHOP
+
+
+async def test_an_origin_not_listed_gets_no_cors(
+    client: httpx.AsyncClient, publishable_key: str, path_taken: str
+) -> None:
+    asked = await client.options("/v1/products", headers=preflight(OTHER))
+    assert_error(asked, 405, "invalid_request", reason="method_not_allowed")
+    assert cors_headers(asked) == set()
+    read = await client.get("/v1/products", headers={**bearer(publishable_key), "Origin": OTHER})
+    assert read.status_code == 200
+    assert cors_headers(read) == set()
+    assert read.headers["vary"] == "Origin"  # the answer depends on the origin all the same
+    # An origin is matched whole: no prefix, no other scheme or port.
+    for near in (SHOP + ".evil", "http://shop.example", SHOP + ":8443"):
+        response = await client.options("/v1/products", headers=preflight(near))
+        assert cors_headers(response) == set(), near
+
+
+async def test_no_route_but_the_catalogue_reads_answers_cors(
+    client: httpx.AsyncClient, client_key: str, admin_key: str, path_taken: str
+) -> None:
+    for path in ("/v1/orders", "/v1/events", "/v1/webhook_endpoints", "/healthz", "/nowhere"):
+        asked = await client.options(path, headers=preflight(SHOP))
+        assert asked.status_code in (404, 405), path
+        assert cors_headers(asked) == set(), path
+        read = await client.get(path, headers={**bearer(client_key), "Origin": SHOP})
+        assert cors_headers(read) == set(), path
+        assert "vary" not in read.headers, path
+    # The catalogue's writes are not its reads: a browser may not make them.
+    created = await client.post(
+        "/v1/products",
+        json={"name": "Lamp", "price": 1, "category": "home", "inventory_count": 1},
+        headers={**bearer(admin_key), "Origin": SHOP},
+    )
+    assert created.status_code == 201
+    assert cors_headers(created) == set()
+    asked = await client.options("/v1/products", headers=preflight(SHOP, "POST"))
+    assert asked.headers["access-control-allow-methods"] == "GET"
+
+
+async def test_preflights_are_not_counted_against_any_quota(
+    database_url: str, publishable_key: str
+) -> None:
+    settings = make_settings(database_url, cors_origins=SHOP, rate_limit_development=2)
+    async with running_app(settings) as (_, http):
+        for _ in range(5):
+            asked = await http.options("/v1/products", headers=preflight(SHOP))
+            assert asked.status_code == 204
+        read = await http.get("/v1/products", headers={**bearer(publishable_key), "Origin": SHOP})
+        assert read.status_code == 200
+        assert read.headers["x-ratelimit-remaining"] == "1"
+        read = await http.get("/v1/products", headers={**bearer(publishable_key), "Origin": SHOP})
+        over = await http.get("/v1/products", headers={**bearer(publishable_key), "Origin": SHOP})
+        assert_error(over, 429, "rate_limited", reason="quota_exceeded")
+        assert over.headers["access-control-allow-origin"] == SHOP  # the page sees Retry-After
+
+
+async def test_without_origins_no_answer_has_a_cors_header(
+    database_url: str, publishable_key: str
+) -> None:
+    async with running_app(make_settings(database_url)) as (app, http):
+        assert app.cors is None  # type: ignore[attr-defined]
+        asked = await http.options("/v1/products", headers=preflight(SHOP))
+        assert asked.status_code == 405
+        read = await http.get("/v1/products", headers={**bearer(publishable_key), "Origin": SHOP})
+        assert read.status_code == 200
+        for response in (asked, read):
+            assert cors_headers(response) == set()
+            assert "vary" not in response.headers
+
+
+@pytest.mark.parametrize(
+    ("given", "origins"),
+    [
+        ("", ()),
+        ("https://Shop.Example/", ("https://shop.example",)),
+        (
+            " http://localhost:3000 , https://a.example:8443",
+            ("http://localhost:3000", "https://a.example:8443"),
+        ),
+    ],
+)
+def test_origins_are_read_as_browsers_send_them(given: str, origins: tuple[str, ...]) -> None:
+    assert Settings(_env_file=None, cors_origins=given).cors_origins == origins  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "*",
+        "shop.example",
+        "https://shop.example/store",
+        "ftp://shop.example",
+        "https://a:port",
+        "https://u@a",
+    ],
+)
+def test_anything_but_an_origin_is_refused_saying_what_to_write(given: str) -> None:
+    with pytest.raises(ValueError, match="COMMERCE_CORS_ORIGINS|scheme://host|port"):
+        Settings(_env_file=None, cors_origins=given)  # type: ignore[call-arg]
