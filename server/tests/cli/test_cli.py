@@ -310,3 +310,47 @@ def test_metrics_directories_of_dead_serve_processes_are_removed(tmp_path: Path)
     assert not stale.exists()
     assert live.exists()
     assert other.exists()
+
+
+async def test_publishable_keys(cli: Cli) -> None:
+    """``keys create --account … --publishable``: a ``pk_`` key of the account that reads the
+    catalogue, listed with its role and revoked like any key."""
+    account_id = (await cli.run("accounts", "create", "Storefront")).ok().last_line
+    created, with_admin, without_account = await cli.run_all(
+        ("keys", "create", "--account", account_id, "--publishable"),
+        ("keys", "create", "--admin", "--publishable"),
+        ("keys", "create", "--publishable"),
+    )
+    secret = created.ok().last_line
+    assert re.fullmatch(r"pk_sandbox_[A-Za-z0-9]{32}", secret)
+    assert "Created publishable key" in created.stderr
+    assert with_admin.returncode == 2
+    assert "--admin and --publishable exclude each other" in with_admin.stderr
+    assert without_account.returncode == 2
+    assert "a publishable key needs --account" in without_account.stderr
+
+    as_json, as_text = await cli.run_all(("keys", "list", "--json"), ("keys", "list"))
+    (listed,) = json.loads(as_json.ok().stdout)
+    assert listed["role"] == "publishable"
+    assert listed["prefix"] == "pk_sandbox_"
+    assert listed["account_id"] == account_id
+    assert listed["last4"] == secret[-4:]
+    assert f"{listed['id']}  publishable  {account_id}" in as_text.ok().stdout
+    assert secret not in as_json.stdout + as_text.stdout
+
+    assert (await cli.run("keys", "revoke", listed["id"])).ok().last_line == listed["id"]
+    (after,) = await cli.keys()
+    assert TIMESTAMP.match(after["revoked_at"])
+
+
+async def test_a_production_database_issues_pk_live_keys(cli: Cli) -> None:
+    account_id = (await cli.run("accounts", "create", "Live shop")).ok().last_line
+    created = await cli.run(
+        "keys",
+        "create",
+        "--account",
+        account_id,
+        "--publishable",
+        settings={"COMMERCE_ENVIRONMENT": "production", "COMMERCE_SECRET_KEY": "s" * 32},
+    )
+    assert re.fullmatch(r"pk_live_[A-Za-z0-9]{32}", created.ok().last_line)

@@ -263,6 +263,62 @@ async def test_create_account_and_key_shown_once_then_revoke(
     assert (await console.get("/v1/products", headers=bearer(key))).status_code == 401
 
 
+async def test_create_a_publishable_key_shown_once_then_revoke(
+    console: httpx.AsyncClient, client_key: str
+) -> None:
+    token = await page_token(console, "/dashboard/accounts")
+    await console.post("/dashboard/accounts", data={"name": "Storefront", "csrf_token": token})
+    page = await console.get("/dashboard/accounts")
+    assert '<option value="publishable">' in page.text
+    account_id = re.search(r'<option value="(acct_\w+)">client key: Storefront', page.text)
+    assert account_id is not None
+    created = await console.post(
+        "/dashboard/keys",
+        data={"account_id": account_id.group(1), "kind": "publishable", "csrf_token": token},
+    )
+    assert created.status_code == 201
+    secret = re.search(r'id="new-key-secret" readonly value="(pk_sandbox_\w+)"', created.text)
+    assert secret is not None
+    assert "reads the catalogue (products and categories) and nothing else" in created.text
+    key = secret.group(1)
+    assert (await console.get("/v1/products", headers=bearer(key))).status_code == 200
+    refused = await console.get("/v1/orders", headers=bearer(key))
+    assert refused.status_code == 403
+    assert refused.json()["error"]["reason"] == "publishable_key_not_allowed"
+    listed = await console.get("/dashboard/accounts")
+    assert key not in listed.text  # shown once
+    key_id = re.search(r'<h2 id="new-key">New publishable key <code>(key_\w+)</code>', created.text)
+    assert key_id is not None
+    row = listed.text[listed.text.index(key_id.group(1)) :]
+    assert "<td>publishable</td>" in row[: row.index("</tr>")]
+
+    revoked = await console.post(
+        f"/dashboard/keys/{key_id.group(1)}/revoke", data={"csrf_token": token}
+    )
+    assert revoked.status_code == 303
+    assert (await console.get("/v1/products", headers=bearer(key))).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"account_id": "", "kind": "publishable"}, "A publishable key belongs to an account"),
+        ({"account_id": "", "kind": "shiny"}, "A key&#39;s kind is"),
+    ],
+)
+async def test_a_key_form_that_names_no_key_is_a_page_not_a_key(
+    console: httpx.AsyncClient, form: dict[str, str], message: str
+) -> None:
+    token = await page_token(console, "/dashboard/accounts")
+    before = (await console.get("/dashboard/accounts")).text.count("<td><code>key_")
+    response = await console.post("/dashboard/keys", data={**form, "csrf_token": token})
+    assert response.status_code == 400
+    assert message in response.text
+    assert 'id="new-key-secret"' not in response.text
+    after = (await console.get("/dashboard/accounts")).text.count("<td><code>key_")
+    assert after == before
+
+
 async def test_overview_shows_pending_orders_and_the_outbox(
     console: httpx.AsyncClient, admin_key: str, client_key: str
 ) -> None:

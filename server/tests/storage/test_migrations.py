@@ -367,3 +367,70 @@ async def test_0008_gives_the_orders_and_events_before_it_their_exact_version(
 def _json(value: Any) -> Any:
     """A JSON column read with plain SQL: text on SQLite, already decoded by asyncpg or not."""
     return json.loads(value) if isinstance(value, str) else value
+
+
+async def test_0010_admits_publishable_keys_and_keeps_keys_and_console_sessions(
+    empty_database_url: str,
+) -> None:
+    """0010 widens ``api_keys.role`` to ``publishable``. On SQLite that copies the table, which
+    the console sessions' foreign keys point at: the keys and the sessions survive both ways;
+    down again, only the publishable keys go."""
+    when = "'2026-01-01 00:00:00'"
+    rows = [
+        ACCOUNT_ROW,
+        "INSERT INTO api_keys (id, account_id, role, prefix, last4, key_hash, created_at) "
+        f"VALUES ('key_client', 'acct_1', 'client', 'sk_sandbox_', 'abcd', 'h1', {when})",
+        "INSERT INTO api_keys (id, account_id, role, prefix, last4, key_hash, created_at) "
+        f"VALUES ('key_admin', NULL, 'admin', 'sk_sandbox_', 'efgh', 'h2', {when})",
+        "INSERT INTO console_sessions (token_hash, key_id, created_at, last_seen_at) "
+        f"VALUES ('t1', 'key_admin', {when}, {when})",
+    ]
+    publishable = (
+        "INSERT INTO api_keys (id, account_id, role, prefix, last4, key_hash, created_at) "
+        f"VALUES ('key_pk', 'acct_1', 'publishable', 'pk_sandbox_', 'ijkl', 'h3', {when})"
+    )
+
+    async def kept(conn: AsyncConnection) -> list[tuple[Any, ...]]:
+        keys = await conn.execute(text("SELECT id, role FROM api_keys ORDER BY id"))
+        sessions = await conn.execute(text("SELECT token_hash, key_id FROM console_sessions"))
+        return [tuple(row) for row in keys] + [tuple(row) for row in sessions]
+
+    async def up(conn: AsyncConnection) -> None:
+        assert await kept(conn) == [
+            ("key_admin", "admin"),
+            ("key_client", "client"),
+            ("t1", "key_admin"),
+        ]
+        indexes = await conn.run_sync(lambda sync: inspect(sync).get_indexes("api_keys"))
+        assert "ix_api_keys_account_id" in {index["name"] for index in indexes}
+
+    async def down(conn: AsyncConnection) -> None:
+        assert await kept(conn) == [
+            ("key_admin", "admin"),
+            ("key_client", "client"),
+            ("t1", "key_admin"),
+        ]
+
+    database = Database(empty_database_url)
+    try:
+        await _round_trip(empty_database_url, "0008", rows, up, down)
+        # At head again, a publishable key is a role the table takes; an unknown one is not.
+        await database.migrate()
+        async with database.write() as conn:
+            await conn.execute(text(publishable))
+        from sqlalchemy.exc import IntegrityError
+
+        with pytest.raises(IntegrityError):
+            async with database.write() as conn:
+                await conn.execute(text(publishable.replace("'publishable'", "'storefront'")))
+        # The foreign keys still hold on SQLite's copy.
+        with pytest.raises(IntegrityError):
+            async with database.write() as conn:
+                await conn.execute(
+                    text(
+                        "INSERT INTO console_sessions (token_hash, key_id, created_at, "
+                        f"last_seen_at) VALUES ('t2', 'key_missing', {when}, {when})"
+                    )
+                )
+    finally:
+        await database.dispose()
