@@ -31,9 +31,10 @@ from commerce_api.http.declaration import path_pattern
 from commerce_api.http.routing import StrictRoute, json_response, served_first
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
+from commerce_api.storage.db import Database
 from tests.conftest import make_settings
 from tests.factories import new_products
-from tests.helpers import bearer
+from tests.helpers import bearer, running_app
 from tests.http.test_error_contract import assert_error
 
 # Headers whose value differs from one request to the next.
@@ -265,3 +266,31 @@ def test_a_path_is_matched_as_starlettes_routing_matches_it(template: str) -> No
         assert (found is not None) == (match is Match.FULL), path
         if found is not None:
             assert found.groupdict() == child["path_params"], path
+
+
+@pytest.mark.parametrize("path", ["/v1/products", "/v1/products/{id}", "/v1/products/prod_x"])
+async def test_a_storefronts_read_is_answered_alike_on_both_paths(
+    path: str,
+    database_url: str,
+    publishable_key: str,
+    db: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A publishable key's read from a CORS origin: the fast lane answers it (the endpoint runs
+    once) with the status, body and headers the routes give, CORS's included."""
+    (product_id,) = await new_products(db, 5)
+    url = path.replace("{id}", product_id)
+    settings = make_settings(database_url, cors_origins="https://shop.example")
+    async with running_app(settings) as (app, http):
+        reads = CountingReads(app.state.services.read_path, monkeypatch)
+
+        def request() -> Awaitable[httpx.Response]:
+            headers = {**bearer(publishable_key), "Origin": "https://shop.example"}
+            return http.get(url, headers=headers)
+
+        fast = await request()
+        assert reads.calls == 1
+        full = await full_stack(app, request)
+        assert reads.calls == 2
+    assert fast.headers["access-control-allow-origin"] == "https://shop.example"
+    assert_same_answer(fast, full)

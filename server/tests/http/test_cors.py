@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -10,10 +12,12 @@ from fastapi import FastAPI
 from commerce_api.app.services import Services
 from commerce_api.http.cors import PREFLIGHT_MAX_AGE_SECONDS
 from commerce_api.settings import Settings
+from commerce_api.storage.db import Database
 from tests import factories
 from tests.conftest import make_settings
 from tests.helpers import bearer, running_app
 from tests.http.test_error_contract import assert_error
+from tests.server_process import running_server
 
 SHOP = "https://shop.example"
 OTHER = "https://evil.example"
@@ -200,3 +204,30 @@ def test_origins_are_read_as_browsers_send_them(given: str, origins: tuple[str, 
 def test_anything_but_an_origin_is_refused_saying_what_to_write(given: str) -> None:
     with pytest.raises(ValueError, match=r"scheme://host\[:port\]|malformed port"):
         Settings(_env_file=None, cors_origins=given)
+
+
+async def test_a_served_instance_answers_a_storefronts_preflight_and_read(
+    database_url: str, db: Database, tmp_path: Path
+) -> None:
+    """End to end, through ``commerce-api serve`` (granian, the server guard, the fast lane):
+    a browser's preflight and then its read with a publishable key."""
+    account_id = await factories.new_account(db)
+    key = (await factories.new_key(db, account_id, role="publishable")).secret
+    product_id = await factories.new_product(db, 3)
+    settings = {"COMMERCE_CORS_ORIGINS": SHOP, "COMMERCE_SECRET_KEY": "s" * 32}
+    with running_server(database_url, tmp_path, settings=settings) as server:
+        async with httpx.AsyncClient(base_url=server.base_url) as http:
+            asked = await http.options(f"/v1/products/{product_id}", headers=preflight(SHOP))
+            read = await http.get(
+                f"/v1/products/{product_id}", headers={**bearer(key), "Origin": SHOP}
+            )
+            orders = await http.get("/v1/orders", headers={**bearer(key), "Origin": SHOP})
+    assert asked.status_code == 204
+    assert asked.headers["access-control-allow-origin"] == SHOP
+    assert asked.headers["access-control-allow-methods"] == "GET"
+    assert read.status_code == 200
+    assert read.json()["inventory_count"] == 3
+    assert read.headers["access-control-allow-origin"] == SHOP
+    assert read.headers["vary"] == "Origin"
+    assert_error(orders, 403, "unauthorized", reason="publishable_key_not_allowed")
+    assert cors_headers(orders) == set()
