@@ -525,3 +525,17 @@ async def test_delivered_bodies_match_their_webhook_schema(
         assert errors == [], (row.type, errors)
         assert set(body) == set(payload["properties"])
         assert set(body["data"]) == set(schemas["Order"]["properties"])
+
+
+def test_every_operation_but_the_catalogue_reads_documents_the_publishable_keys_403() -> None:
+    catalogue_reads = {("GET", "/v1/products"), ("GET", "/v1/products/{id}")}
+    for method, path in OPERATIONS:
+        if not path.startswith("/v1/"):
+            continue
+        responses = DOCUMENT["paths"][path][method.lower()]["responses"]
+        if (method, path) in catalogue_reads:
+            assert "403" not in responses, (method, path)
+        else:
+            assert "403" in responses, (method, path)
+            assert "publishable key" in responses["403"]["description"], (method, path)
+    assert "pk_sandbox_" in DOCUMENT["components"]["securitySchemes"][BEARER]["description"]

@@ -3,7 +3,8 @@
 FastAPI generates the document from the routes, and its ``webhooks`` section from the
 declarations in ``app.webhooks`` (the deliveries' bodies and headers); :func:`finalise` then
 makes it describe what the service really does: the bearer scheme, the error envelope on every
-error status (never FastAPI's default 422 body), and the headers every response carries.
+error status (never FastAPI's default 422 body), the 403 a publishable key meets outside the
+catalogue, and the headers every response carries.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.responses import HTMLResponse, Response
 
 from commerce_api.http import idempotency
 from commerce_api.http.pipeline import EXEMPT_PATHS
+from commerce_api.http.routing import admits_publishable_keys
 
 OPENAPI_URL = "/v1/openapi.json"
 DOCS_URL = "/docs"
@@ -33,7 +35,10 @@ _REQUEST_ID_HEADER = {
 DESCRIPTION = """\
 The Commerce API: a product catalogue, orders, and order events by signed webhook.
 
-Authenticate every `/v1` request with `Authorization: Bearer <API_KEY>`. Errors always have
+Authenticate every `/v1` request with `Authorization: Bearer <API_KEY>`: a secret key (`sk_…`)
+from a server, or in a storefront's pages a publishable key (`pk_…`), which reads the catalogue
+(`GET /v1/products`, `GET /v1/products/{id}`) and nothing else (any other operation: 403,
+reason `publishable_key_not_allowed`). Errors always have
 the body `{"error": {"code", "reason", "message", "details"}}`, where `reason` is a stable word a
 program can switch on (`insufficient_stock`, `idempotency_key_in_use`, …; the table of reasons
 is in docs/design.md) and `details` names the offending parameter. Money is a JSON number with
@@ -88,13 +93,38 @@ _RATE_LIMITED = {
 }
 
 
-def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, Any]:
+_PUBLISHABLE_KEY_REFUSED = {
+    "description": "The key is valid but its role may not do this: a publishable key (`pk_…`) "
+    "outside the catalogue's reads, or a client key on an admin operation.",
+    "content": {
+        "application/json": {
+            "schema": {"$ref": "#/components/schemas/ErrorResponse"},
+            "example": {
+                "error": {
+                    "code": "unauthorized",
+                    "reason": "publishable_key_not_allowed",
+                    "message": "Publishable keys (pk_…) may only read the catalogue …",
+                    "details": "Authorization",
+                }
+            },
+        }
+    },
+}
+
+
+def finalise(
+    schema: dict[str, Any],
+    public_paths: frozenset[str],
+    catalog_reads: frozenset[tuple[str, str]] = frozenset(),
+) -> dict[str, Any]:
+    """The document as published; ``catalog_reads``: the (path, method) of the operations that
+    admit publishable keys (every other authenticated one may answer them 403)."""
     components = schema.setdefault("components", {})
     components.setdefault("securitySchemes", {})[BEARER] = {
         "type": "http",
         "scheme": "bearer",
         "description": "An API key: `sk_sandbox_…` on a sandbox instance, `sk_live_…` in "
-        "production.",
+        "production; publishable keys (catalogue reads only) `pk_sandbox_…` and `pk_live_…`.",
     }
     for name in ("HTTPValidationError", "ValidationError"):
         components.get("schemas", {}).pop(name, None)
@@ -111,6 +141,8 @@ def finalise(schema: dict[str, Any], public_paths: frozenset[str]) -> dict[str, 
             authenticated = path not in public_paths
             if authenticated:
                 operation["security"] = [{BEARER: []}]
+                if (path, method) not in catalog_reads and "403" not in responses:
+                    responses["403"] = copy.deepcopy(_PUBLISHABLE_KEY_REFUSED)
             idempotent = method == "post" and authenticated
             if idempotent:
                 operation.setdefault("parameters", []).append(_IDEMPOTENCY_PARAMETER)
@@ -140,7 +172,13 @@ def install_openapi(app: FastAPI, public_paths: frozenset[str]) -> None:
                 webhooks=app.webhooks.routes,
                 servers=[{"url": "/", "description": "This server"}],
             )
-            app.openapi_schema = finalise(schema, public_paths)
+            catalog_reads = frozenset(
+                (route.path, method.lower())
+                for route in app.state.method_index.routes  # ``routing.MethodIndex``
+                if admits_publishable_keys(route)
+                for method in route.methods or ()
+            )
+            app.openapi_schema = finalise(schema, public_paths, catalog_reads)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
