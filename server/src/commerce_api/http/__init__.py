@@ -9,7 +9,10 @@
   the head's size, the body's deadline).
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers,
   and the request's id (``new_request_id``).
-- ``dependencies``: the services container and the caller (FastAPI dependencies).
+- ``dependencies``: the services container and the caller (FastAPI dependencies): which keys
+  a route admits is the caller it declares (``CatalogPrincipal`` admits publishable keys).
+- ``cors``: CORS on the routes that admit publishable keys, for ``COMMERCE_CORS_ORIGINS``,
+  answered before the fast lane.
 - ``routing``: the route class and the declarations the fast lane derives its work from
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
 - ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces

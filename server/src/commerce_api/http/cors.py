@@ -11,8 +11,9 @@ admit publishable keys (``routing.admits_publishable_keys``), with their methods
 the same path, ``POST /v1/products``, gets none of it):
 
 - a preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) from a listed
-  origin is answered here, 204, without a key and not counted against any quota: it carries no
-  key to count it by, and browsers keep its answer for ``PREFLIGHT_MAX_AGE_SECONDS``;
+  origin is answered here, 204, without a key, not counted against any quota and not in the
+  request log or metrics (the pipeline is behind this layer): it carries no key to count it by,
+  and browsers keep its answer for ``PREFLIGHT_MAX_AGE_SECONDS``;
 - every other answer on those paths gets ``Vary: Origin`` (it depends on the origin), and for a
   listed origin ``Access-Control-Allow-Origin`` naming it and the headers a program may read
   (the request id, the rate limit's, ``Retry-After``): errors too, so a storefront sees them.

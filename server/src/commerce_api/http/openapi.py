@@ -37,8 +37,8 @@ The Commerce API: a product catalogue, orders, and order events by signed webhoo
 
 Authenticate every `/v1` request with `Authorization: Bearer <API_KEY>`: a secret key (`sk_…`)
 from a server, or in a storefront's pages a publishable key (`pk_…`), which reads the catalogue
-(`GET /v1/products`, `GET /v1/products/{id}`) and nothing else (any other operation: 403,
-reason `publishable_key_not_allowed`). Errors always have
+(the operations that document no 403) and nothing else (any other operation: 403, reason
+`publishable_key_not_allowed`). Errors always have
 the body `{"error": {"code", "reason", "message", "details"}}`, where `reason` is a stable word a
 program can switch on (`insufficient_stock`, `idempotency_key_in_use`, …; the table of reasons
 is in docs/design.md) and `details` names the offending parameter. Money is a JSON number with
