@@ -64,6 +64,8 @@ DB_LIST_PRODUCTS = catalog_service.list_products
 ORIGINAL_CALL = FastLane.__call__
 ORIGINAL_ANSWER = FastLane._answer
 ORIGINAL_PAGE = CatalogCache.page
+DB_LIST_CATEGORIES = catalog_service.list_categories
+ORIGINAL_CATEGORIES = CatalogCache.categories
 
 
 # --- the spy -----------------------------------------------------------------------------------
@@ -108,22 +110,34 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
         return ORIGINAL_ANSWER(self, route, scope, send, started, response)
 
     def spy_page(
-        self: CatalogCache, versions: Versions | None, category: str | None, limit: int, offset: int
+        self: CatalogCache,
+        versions: Versions | None,
+        category: str | None,
+        limit: int,
+        offset: int,
+        sort: str = "created_at",
     ) -> bytes | None:
         if record.cache_off:
             return None
-        return ORIGINAL_PAGE(self, versions, category, limit, offset)
+        return ORIGINAL_PAGE(self, versions, category, limit, offset, sort)
 
-    async def spy_db_list(
-        conn: AsyncConnection, *, category: str | None, limit: int, offset: int
-    ) -> dict[str, Any]:
+    def spy_categories(self: CatalogCache, versions: Versions | None) -> bytes | None:
+        return None if record.cache_off else ORIGINAL_CATEGORIES(self, versions)
+
+    async def spy_db_list(conn: AsyncConnection, **arguments: Any) -> dict[str, Any]:
         record.db_lists += 1
-        return await DB_LIST_PRODUCTS(conn, category=category, limit=limit, offset=offset)
+        return await DB_LIST_PRODUCTS(conn, **arguments)
+
+    async def spy_db_categories(conn: AsyncConnection) -> dict[str, Any]:
+        record.db_lists += 1
+        return await DB_LIST_CATEGORIES(conn)
 
     monkeypatch.setattr(FastLane, "__call__", spy_call)
     monkeypatch.setattr(FastLane, "_answer", spy_answer)
     monkeypatch.setattr(CatalogCache, "page", spy_page)
     monkeypatch.setattr(catalog_service, "list_products", spy_db_list)
+    monkeypatch.setattr(CatalogCache, "categories", spy_categories)
+    monkeypatch.setattr(catalog_service, "list_categories", spy_db_categories)
     return record
 
 
@@ -192,10 +206,18 @@ async def seed(db: Database, count: int = 30) -> list[str]:
     return [str(row["id"]) for row in rows]
 
 
-async def db_list(db: Database, category: str | None, limit: int, offset: int) -> bytes:
+async def db_list(
+    db: Database, category: str | None, limit: int, offset: int, sort: str = "created_at"
+) -> bytes:
     """The list body as the database path renders it."""
     async with db.read() as conn:
-        page = await DB_LIST_PRODUCTS(conn, category=category, limit=limit, offset=offset)
+        page = await DB_LIST_PRODUCTS(
+            conn,
+            category=category,
+            limit=limit,
+            offset=offset,
+            sort=sort,  # type: ignore[arg-type]
+        )
     return orjson.dumps(page)
 
 
@@ -218,13 +240,13 @@ async def wait_for_snapshot(read_path: ReadPath) -> str:
 
 
 def list_url(
-    category: str | None = None, limit: int | None = None, offset: int | None = None
+    category: str | None = None,
+    limit: int | None = None,
+    offset: int | None = None,
+    sort: str | None = None,
 ) -> str:
-    params = [
-        f"{name}={quote(str(value), safe='')}"
-        for name, value in (("category", category), ("limit", limit), ("offset", offset))
-        if value is not None
-    ]
+    given = (("category", category), ("limit", limit), ("offset", offset), ("sort", sort))
+    params = [f"{name}={quote(str(value), safe='')}" for name, value in given if value is not None]
     return "/v1/products" + ("?" + "&".join(params) if params else "")
 
 
@@ -294,6 +316,72 @@ async def test_list_bodies_are_byte_identical_on_every_path(
         assert await get_ok(client, url, client_key) == expected, url
         assert spy.db_lists == 1
         spy.middleware_off = spy.cache_off = False
+
+
+SORTS = ("created_at", "-created_at", "price", "-price", "name")
+SORTED_CASES: list[tuple[str | None, int | None, int | None]] = [
+    (None, None, None),
+    (None, 7, 3),
+    (None, 20, 25),  # the last page, short
+    (None, 20, 29),  # the last item
+    (None, 10, 500),  # past the end
+    ("books", 3, 1),
+    ("café 日本", None, None),
+    ("nope", 20, 0),
+]
+
+
+@pytest.mark.parametrize("sort", SORTS)
+async def test_sorted_list_bodies_are_byte_identical_on_every_path(
+    sort: str, client: httpx.AsyncClient, client_key: str, services: Services, spy: Spy
+) -> None:
+    """Each sort's pages: from the snapshot (through the fast lane and the route) and from
+    the database, byte for byte."""
+    await seed(services.db)
+    await wait_for_snapshot(services.read_path)
+    for category, limit, offset in SORTED_CASES:
+        url = list_url(category, limit, offset, sort)
+        expected = await db_list(
+            services.db, category, limit or DEFAULT_PAGE_SIZE, offset or 0, sort
+        )
+        spy.reset()
+        assert await get_ok(client, url, client_key) == expected, url
+        assert spy.last_fast is not None, f"{url}: not from the fast lane"
+        assert spy.db_lists == 0, f"{url}: not from the snapshot"
+        spy.middleware_off = True
+        assert await get_ok(client, url, client_key) == expected, url
+        spy.cache_off = True
+        assert await get_ok(client, url, client_key) == expected, url
+        assert spy.db_lists == 1
+        spy.middleware_off = spy.cache_off = False
+
+
+async def test_category_bodies_are_byte_identical_on_every_path(
+    client: httpx.AsyncClient, client_key: str, services: Services, spy: Spy
+) -> None:
+    ids = await seed(services.db)
+    async with services.db.write() as conn:  # an archived product leaves its category's count
+        await repository.archive(conn, ids[0], BASE_TIME)
+    await wait_for_snapshot(services.read_path)
+    async with services.db.read() as conn:
+        expected = orjson.dumps(await DB_LIST_CATEGORIES(conn))
+    spy.reset()
+    assert await get_ok(client, "/v1/categories", client_key) == expected
+    assert spy.last_fast is not None
+    assert spy.db_lists == 0
+    spy.middleware_off = True
+    assert await get_ok(client, "/v1/categories", client_key) == expected
+    spy.cache_off = True
+    assert await get_ok(client, "/v1/categories", client_key) == expected
+    assert spy.db_lists == 1
+    assert orjson.loads(expected) == {
+        "data": [
+            {"name": "books", "product_count": 7},
+            {"name": "café 日本", "product_count": 7},
+            {"name": "garden", "product_count": 7},
+            {"name": "toys", "product_count": 8},
+        ]
+    }
 
 
 async def test_detail_bodies_are_byte_identical_on_every_path(
@@ -698,7 +786,7 @@ async def test_the_snapshot_and_the_product_cache_hold_right_sized_bytes(
         tracemalloc.stop()
     snapshot = read_path.catalog._snapshot
     assert snapshot is not None
-    assert len(snapshot.items) == 600
+    assert len(snapshot.orders[None, "created_at"]) == 600
     # Items are ~170 bytes. At 4 KiB each, the 600 items (and on SQLite the 200 cached product
     # bodies) would keep more than 2.4 MB; right-sized, with the drivers' own caches warming
     # up on the side, well under 1.2 MB.
@@ -759,4 +847,4 @@ async def test_concurrent_reads_each_get_their_own_context_and_caller(
     assert len({key_id for _, key_id in seen}) == len(keys)
     parsed = route.query(b"limit=5")
     assert parsed is not None
-    assert set(parsed[0]) == {"limit", "offset", "category"}
+    assert set(parsed[0]) == {"limit", "offset", "category", "q", "sort"}

@@ -18,8 +18,9 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
+from commerce_api.catalog import repository as catalog
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import metadata
+from commerce_api.storage.tables import PRODUCT_SEARCH_COLUMN, in_metadata, metadata
 from tests.helpers import head_revision
 
 EXPECTED_COLUMNS = {
@@ -53,6 +54,14 @@ NULLABLE = {
 }
 
 
+def expected_columns(table: str, url: str) -> set[str]:
+    """A table's columns on the backend of ``url``: PostgreSQL's products have their full-text
+    index's (0009)."""
+    if table == "products" and not url.startswith("sqlite"):
+        return EXPECTED_COLUMNS[table] | {PRODUCT_SEARCH_COLUMN}
+    return EXPECTED_COLUMNS[table]
+
+
 async def current_version(db: Database) -> list[str]:
     async with db.read() as conn:
         result = await conn.execute(text("SELECT version_num FROM alembic_version"))
@@ -76,7 +85,9 @@ def _describe(sync_conn: Connection) -> dict[str, Any]:
 
 
 def _schema_diff(sync_conn: Connection) -> list[Any]:
-    context = MigrationContext.configure(sync_conn, opts={"compare_type": True})
+    context = MigrationContext.configure(
+        sync_conn, opts={"compare_type": True, "include_name": in_metadata}
+    )
     return list(compare_metadata(context, metadata))
 
 
@@ -104,10 +115,10 @@ async def test_tables_have_the_expected_columns(db: Database) -> None:
     async with db.read() as conn:
         schema = await conn.run_sync(_describe)
     assert set(EXPECTED_COLUMNS) | {"alembic_version"} <= schema["tables"]
-    for table, columns in EXPECTED_COLUMNS.items():
-        assert set(schema["columns"][table]) == columns, table
+    for table in EXPECTED_COLUMNS:
+        assert set(schema["columns"][table]) == expected_columns(table, str(db.url)), table
         nullable = {name for name, info in schema["columns"][table].items() if info["nullable"]}
-        assert nullable == NULLABLE[table], table
+        assert nullable - {PRODUCT_SEARCH_COLUMN} == NULLABLE[table], table
     assert "ix_api_keys_account_id" in schema["indexes"]["api_keys"]
     assert {"ix_products_active_order", "ix_products_active_category_order"} <= schema["indexes"][
         "products"
@@ -196,8 +207,8 @@ async def _check_migrated(url: str) -> None:
             diff = await conn.run_sync(_schema_diff)
     finally:
         await database.dispose()
-    for table, columns in EXPECTED_COLUMNS.items():
-        assert set(schema["columns"][table]) == columns
+    for table in EXPECTED_COLUMNS:
+        assert set(schema["columns"][table]) == expected_columns(table, url)
     assert diff == []
 
 
@@ -369,6 +380,43 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+async def test_0009_indexes_the_products_before_it_for_search(empty_database_url: str) -> None:
+    """0009 adds each backend's full-text index and fills it with the products already there
+    (archived ones too: an import may restore them); the triggers (SQLite) or the generated
+    column (PostgreSQL) keep it in step from then on. Down again, the index goes and the
+    products stay."""
+    when = "'2026-01-01 00:00:00'"
+    rows = [
+        "INSERT INTO products (id, name, description, price_minor, category, inventory_count, "
+        f"created_at, updated_at, archived_at) VALUES ('{product_id}', '{name}', "
+        f"'{description}', 100, 'books', 1, {when}, {when}, {archived})"
+        for product_id, name, description, archived in [
+            ("prod_1", "Dotted notebook", "A5", "NULL"),
+            ("prod_2", "Pen", "Blue ink, for the notebook", "NULL"),
+            ("prod_3", "Old notebook", "", when),
+        ]
+    ]
+
+    async def up(conn: AsyncConnection) -> None:
+        async def found(q: str) -> list[str]:
+            words = catalog.search_words(q)
+            rows = await catalog.page_active(conn, None, 100, 0, sort="name", words=words)
+            return [row.id for row in rows]
+
+        assert await found("notebook") == ["prod_1", "prod_2"]
+        assert await found("ink") == ["prod_2"]
+        await conn.execute(text("UPDATE products SET archived_at = NULL WHERE id = 'prod_3'"))
+        assert await found("old") == ["prod_3"]
+
+    async def down(conn: AsyncConnection) -> None:
+        assert await conn.scalar(text("SELECT count(*) FROM products")) == 3
+        schema = await conn.run_sync(_describe)
+        assert "product_search" not in schema["tables"]
+        assert PRODUCT_SEARCH_COLUMN not in schema["columns"]["products"]
+
+    await _round_trip(empty_database_url, "0008", rows, up, down)
+
+
 async def test_0010_admits_publishable_keys_and_keeps_keys_and_console_sessions(
     empty_database_url: str,
 ) -> None:
@@ -413,7 +461,7 @@ async def test_0010_admits_publishable_keys_and_keeps_keys_and_console_sessions(
 
     database = Database(empty_database_url)
     try:
-        await _round_trip(empty_database_url, "0008", rows, up, down)
+        await _round_trip(empty_database_url, "0009", rows, up, down)
         # At head again, a publishable key is a role the table takes; an unknown one is not.
         await database.migrate()
         async with database.write() as conn:

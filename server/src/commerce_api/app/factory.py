@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 from commerce_api import __version__
 from commerce_api.app.fastlane import FastLane
 from commerce_api.app.services import open_services
+from commerce_api.catalog.routes import categories_router
 from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.console import routes as console
 from commerce_api.console.routes import router as console_router
@@ -238,6 +239,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     app.add_middleware(PipelineMiddleware)
     routers = [
         catalog_router,
+        categories_router,
         orders_router,
         endpoints_router,
         events_router,

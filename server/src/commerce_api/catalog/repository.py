@@ -6,14 +6,29 @@ The reads of active products are declared here once, as statements: the read pat
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ARRAY, ColumnElement, Select, Text, any_, bindparam, func, select, update
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    Select,
+    String,
+    Text,
+    UnaryExpression,
+    any_,
+    bindparam,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.catalog.schemas import ProductSort
 from commerce_api.storage import freshness
 from commerce_api.storage.tables import products
 
@@ -42,27 +57,102 @@ ACTIVE_LIST = select(*LIST_COLUMNS).where(ACTIVE).order_by(*LIST_ORDER)
 """Every active product's list fields, in list order."""
 
 
-def _active(category: str | None) -> list[ColumnElement[bool]]:
+# A search's words: runs of letters and digits, as both indexes split the text (migration 0009).
+_WORD = re.compile(r"[^\W_]+")
+
+# SQLite: the products whose name and description hold every word (FTS5, ``product_search``).
+_SQLITE_MATCHES = text(
+    "SELECT r.product_id FROM product_search s JOIN product_search_rows r ON r.id = s.rowid "
+    "WHERE product_search MATCH :match"
+).columns(product_id=String)
+# PostgreSQL: the same, on the generated ``tsvector`` and its GIN index.
+_POSTGRESQL_MATCHES = text("products.search @@ to_tsquery('simple', :match)")
+
+
+def search_words(q: str) -> list[str]:
+    """The words of a search, lower-cased."""
+    return _WORD.findall(q.lower())
+
+
+def _matching(dialect: str, words: list[str]) -> ColumnElement[bool]:
+    """Products whose name or description has, for each word, a word that starts with it."""
+    if dialect == "sqlite":
+        # Each word quoted (it is letters and digits only) and a prefix: `"shi"*`.
+        match = " ".join(f'"{word}"*' for word in words)
+        return products.c.id.in_(_SQLITE_MATCHES.bindparams(match=match))
+    match = " & ".join(f"'{word}':*" for word in words)
+    return _POSTGRESQL_MATCHES.bindparams(match=match)  # type: ignore[return-value]
+
+
+def _active(
+    dialect: str, category: str | None, words: list[str] | None
+) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [ACTIVE]
     if category is not None:
         conditions.append(products.c.category == category)
+    if words is not None:
+        conditions.append(_matching(dialect, words))
     return conditions
 
 
-async def count_active(conn: AsyncConnection, category: str | None) -> int:
-    total = await conn.scalar(select(func.count()).select_from(products).where(*_active(category)))
+def by_code_point(dialect: str, column: ColumnElement[str]) -> ColumnElement[str]:
+    """``column`` compared by code point, as SQLite and Python compare text, on PostgreSQL
+    too (whose default is the database's locale)."""
+    return column.collate("C") if dialect == "postgresql" else column
+
+
+def list_order(dialect: str, sort: ProductSort) -> tuple[UnaryExpression[Any], ...]:
+    """The ``ORDER BY`` of a sort: its key, then (created_at, id); ``-key`` is the exact
+    reverse of ``key``."""
+    key = sort.removeprefix("-")
+    first: tuple[ColumnElement[Any], ...] = ()
+    if key == "price":
+        first = (products.c.price_minor,)
+    elif key == "name":
+        first = (by_code_point(dialect, products.c.name),)
+    columns = (*first, *LIST_ORDER)
+    if sort.startswith("-"):
+        return tuple(column.desc() for column in columns)
+    return tuple(column.asc() for column in columns)
+
+
+async def count_active(
+    conn: AsyncConnection, category: str | None, words: list[str] | None = None
+) -> int:
+    """Active products (of ``category``; holding ``words``, if given)."""
+    conditions = _active(conn.dialect.name, category, words)
+    total = await conn.scalar(select(func.count()).select_from(products).where(*conditions))
     return int(total or 0)
 
 
 async def page_active(
-    conn: AsyncConnection, category: str | None, limit: int, offset: int
+    conn: AsyncConnection,
+    category: str | None,
+    limit: int,
+    offset: int,
+    *,
+    sort: ProductSort = "created_at",
+    words: list[str] | None = None,
 ) -> Sequence[Row[Any]]:
+    dialect = conn.dialect.name
     result = await conn.execute(
         select(*LIST_COLUMNS)
-        .where(*_active(category))
-        .order_by(*LIST_ORDER)
+        .where(*_active(dialect, category, words))
+        .order_by(*list_order(dialect, sort))
         .limit(limit)
         .offset(offset)
+    )
+    return result.all()
+
+
+async def active_categories(conn: AsyncConnection) -> Sequence[Row[Any]]:
+    """Each category of active products with their count (``category``, ``product_count``),
+    by name (code point order)."""
+    result = await conn.execute(
+        select(products.c.category, func.count().label("product_count"))
+        .where(ACTIVE)
+        .group_by(products.c.category)
+        .order_by(by_code_point(conn.dialect.name, products.c.category))
     )
     return result.all()
 

@@ -1,4 +1,4 @@
-"""Catalogue endpoints: ``/v1/products``."""
+"""Catalogue endpoints: ``/v1/products``, ``/v1/categories``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from starlette.responses import Response
 from commerce_api.catalog import service
 from commerce_api.catalog.schemas import (
     MAX_CATEGORY_LENGTH,
+    MAX_SEARCH_LENGTH,
+    CategoryList,
     Product,
     ProductCreate,
     ProductList,
+    ProductSort,
     ProductUpdate,
 )
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
@@ -32,6 +35,7 @@ from commerce_api.http.routing import (
 from commerce_api.http.schemas import SingleLine
 
 router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictRoute)
+categories_router = APIRouter(prefix="/v1/categories", tags=["Categories"], route_class=StrictRoute)
 
 
 @router.get(
@@ -52,17 +56,41 @@ async def list_products(
         Query(min_length=1, max_length=MAX_CATEGORY_LENGTH, description="Only this category."),
         SingleLine,
     ] = None,
+    q: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_SEARCH_LENGTH,
+            description="Only products whose name or description has every word of this "
+            "(case-insensitive; each word matches the words it begins, `note` finds "
+            "`Notebook`). Words are runs of letters and digits; a `q` without any finds "
+            "nothing.",
+        ),
+        SingleLine,
+    ] = None,
+    sort: Annotated[
+        ProductSort,
+        Query(
+            description="The order: by `created_at` (the default), `price` or `name` (by "
+            "code point), ties in creation order; `-created_at` and `-price` are their exact "
+            "reverse. With `q` too."
+        ),
+    ] = "created_at",
 ) -> Response:
-    """Active products in creation order (then id), so pages never repeat or skip an item.
+    """Active products in creation order (then id) unless `sort` says otherwise, so pages
+    never repeat or skip an item.
 
     List items omit `inventory_count` and `updated_at`; read one product for those.
     """
     limit = clamp(limit)
-    cached = await services.read_path.page(ctx, category, limit, offset)
-    if cached is not None:
-        return RenderedJSON(cached)
+    if q is None:
+        cached = await services.read_path.page(ctx, category, limit, offset, sort)
+        if cached is not None:
+            return RenderedJSON(cached)
     async with services.db.read() as conn:
-        page = await service.list_products(conn, category=category, limit=limit, offset=offset)
+        page = await service.list_products(
+            conn, category=category, limit=limit, offset=offset, sort=sort, q=q
+        )
     return json_response(page)
 
 
@@ -126,3 +154,23 @@ async def archive_product(id: str, services: ServicesDep, _admin: AdminPrincipal
     async with services.db.write() as conn:
         await service.archive_product(conn, id)
     return Response(status_code=204)
+
+
+@categories_router.get(
+    "",
+    response_model=CategoryList,
+    responses=error_responses(401),
+    summary="List categories",
+)
+@served_first
+async def list_categories(
+    ctx: RequestContextDep, services: ServicesDep, _principal: CurrentPrincipal
+) -> Response:
+    """Every category that has active products, by name (code point order), with how many
+    (`product_count`): a storefront's category menu. Not paginated."""
+    cached = await services.read_path.categories(ctx)
+    if cached is not None:
+        return RenderedJSON(cached)
+    async with services.db.read() as conn:
+        categories = await service.list_categories(conn)
+    return json_response(categories)

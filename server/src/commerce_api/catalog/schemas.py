@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, field_validator
 
@@ -20,6 +20,11 @@ from commerce_api.http.schemas import (
 
 MAX_INVENTORY = 2_147_483_647
 MAX_CATEGORY_LENGTH = 100
+MAX_SEARCH_LENGTH = 200
+
+ProductSort = Literal["created_at", "-created_at", "price", "-price", "name"]
+"""A product list's order: by that field, then (created_at, id); ``-field`` is the exact
+reverse of ``field``."""
 
 
 def _two_decimals(value: float) -> float:
@@ -62,6 +67,15 @@ class Product(ProductListItem):
 class ProductList(ResponseModel):
     data: list[ProductListItem]
     pagination: Pagination
+
+
+class CategoryListItem(ResponseModel):
+    name: str
+    product_count: int = Field(description="Active (not archived) products in the category.")
+
+
+class CategoryList(ResponseModel):
+    data: list[CategoryListItem]
 
 
 class ProductCreate(RequestModel):

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.catalog import repository
-from commerce_api.catalog.schemas import ProductCreate, ProductUpdate
+from commerce_api.catalog.schemas import ProductCreate, ProductSort, ProductUpdate
 from commerce_api.core.errors import describe_validation_error, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major, to_minor
@@ -45,12 +45,37 @@ def product_not_found(product_id: str) -> Exception:
 
 
 async def list_products(
-    conn: AsyncConnection, *, category: str | None, limit: int, offset: int
+    conn: AsyncConnection,
+    *,
+    category: str | None,
+    limit: int,
+    offset: int,
+    sort: ProductSort = "created_at",
+    q: str | None = None,
 ) -> dict[str, Any]:
-    """One page of active products in (created_at, id) order. ``limit`` is already clamped."""
-    total = await repository.count_active(conn, category)
-    rows = await repository.page_active(conn, category, limit, offset) if offset < total else []
+    """One page of active products in ``sort`` order (then created_at, id); with ``q``, only
+    those whose name or description has every word of it, each as a word's beginning
+    (none, when ``q`` has no letter or digit). ``limit`` is already clamped."""
+    words = None if q is None else repository.search_words(q)
+    if words == []:
+        return page([], 0, limit, offset)
+    total = await repository.count_active(conn, category, words)
+    rows = (
+        await repository.page_active(conn, category, limit, offset, sort=sort, words=words)
+        if offset < total
+        else []
+    )
     return page([list_item(row) for row in rows], total, limit, offset)
+
+
+def category_item(name: str, product_count: int) -> dict[str, Any]:
+    return {"name": name, "product_count": product_count}
+
+
+async def list_categories(conn: AsyncConnection) -> dict[str, Any]:
+    """Every category of active products, by name, with how many there are."""
+    rows = await repository.active_categories(conn)
+    return {"data": [category_item(row.category, row.product_count) for row in rows]}
 
 
 async def get_product(conn: AsyncConnection, product_id: str) -> dict[str, Any]:

@@ -26,8 +26,10 @@ class CatalogReads(Authenticator, Protocol):
     """The read path (``readpath.service.ReadPath``): keys, and the catalogue's cached bytes."""
 
     async def page(
-        self, request: RequestContext, category: str | None, limit: int, offset: int
+        self, request: RequestContext, category: str | None, limit: int, offset: int, sort: str
     ) -> bytes | None: ...
+
+    async def categories(self, request: RequestContext) -> bytes | None: ...
 
     async def product_body(self, request: RequestContext, product_id: str) -> bytes | None: ...
 

@@ -1,5 +1,7 @@
-"""The product list, in memory: every active product's list item pre-rendered as JSON, in list
-order, overall and per category. A page is a slice, so its cost does not depend on the offset.
+"""The product list, in memory: every active product's list item pre-rendered as JSON, in each
+order a list can be sorted in (created_at, price, name; each one's reverse is read backwards),
+overall and per category, and the category list. A page is a slice, so its cost does not
+depend on the offset, nor on the order.
 
 The snapshot is stamped with the catalogue version it was built under (read *before* loading
 the rows, so a write that lands during the load makes it stale, never wrongly fresh). A stale
@@ -10,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
-from commerce_api.catalog.service import list_item
+from commerce_api.catalog.service import category_item, list_item
 from commerce_api.core.pagination import pagination
 from commerce_api.readpath.reader import Reader
 from commerce_api.storage.freshness import ChangeTracker, Versions
@@ -26,13 +29,20 @@ logger = logging.getLogger("commerce_api.readpath")
 PAGE_MEMO_BYTES = 4 * 1024 * 1024  # a client walking every page cannot make it grow past this
 
 
+# The orders kept, by the key a sort names; ``-key`` reads the key's order backwards (ties
+# included: the database's ``ORDER BY key DESC, created_at DESC, id DESC``).
+SORT_KEYS = ("created_at", "price", "name")
+
+
 @dataclass(slots=True)
 class Snapshot:
     version: str | None
-    items: list[bytes] = field(default_factory=list)
-    by_category: dict[str, list[bytes]] = field(default_factory=dict)
-    # Pages already joined, by (category, limit, offset): clients poll the same few pages.
-    pages: dict[tuple[str | None, int, int], bytes] = field(default_factory=dict)
+    # The list items in each order, overall (category None) and per category, by (category,
+    # sort key); every key's lists share the same item objects.
+    orders: dict[tuple[str | None, str], list[bytes]] = field(default_factory=dict)
+    categories: bytes = b'{"data":[]}'  # the body of GET /v1/categories
+    # Pages already joined, by (category, sort, limit, offset): clients poll the same few pages.
+    pages: dict[tuple[str | None, str, int, int], bytes] = field(default_factory=dict)
     pages_bytes: int = 0
 
 
@@ -40,6 +50,30 @@ def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
     """The list response, byte for byte what ``orjson.dumps`` makes of the page dict."""
     meta = orjson.dumps(pagination(total, limit, offset, len(items)))
     return b'{"data":[' + b",".join(items) + b'],"pagination":' + meta + b"}"
+
+
+def _window(items: list[bytes], reverse: bool, limit: int, offset: int) -> list[bytes]:
+    """The page's items: from the start of ``items``, or (``reverse``) from their end."""
+    if not reverse:
+        return items[offset : offset + limit]
+    end = max(len(items) - offset, 0)
+    return items[max(end - limit, 0) : end][::-1]
+
+
+def _add_order(
+    snapshot: Snapshot, key: str, items: list[bytes], categories: list[str], ranks: Iterable[int]
+) -> None:
+    """The items in the order ``ranks`` gives (indexes into ``items``), overall and per
+    category."""
+    everything: list[bytes] = []
+    per_category: dict[str, list[bytes]] = {}
+    for index in ranks:
+        item = items[index]
+        everything.append(item)
+        per_category.setdefault(categories[index], []).append(item)
+    snapshot.orders[None, key] = everything
+    for category, ordered in per_category.items():
+        snapshot.orders[category, key] = ordered
 
 
 class CatalogCache:
@@ -50,21 +84,39 @@ class CatalogCache:
         self._rebuild: asyncio.Task[None] | None = None
         self.on_rebuilt: Callable[[], None] | None = None  # for tests
 
-    def page(
-        self, versions: Versions | None, category: str | None, limit: int, offset: int
-    ) -> bytes | None:
-        """The page's response body, or None when the snapshot is not current."""
+    def _current(self, versions: Versions | None) -> Snapshot | None:
+        """The snapshot, if it is current (else a rebuild starts)."""
         snapshot = self._snapshot
         if versions is None or versions.catalog is None:
             return None
         if snapshot is None or snapshot.version != versions.catalog:
             self._start_rebuild()
             return None
-        key = (category, limit, offset)
+        return snapshot
+
+    def categories(self, versions: Versions | None) -> bytes | None:
+        """The category list's response body, or None when the snapshot is not current."""
+        snapshot = self._current(versions)
+        return None if snapshot is None else snapshot.categories
+
+    def page(
+        self,
+        versions: Versions | None,
+        category: str | None,
+        limit: int,
+        offset: int,
+        sort: str = "created_at",
+    ) -> bytes | None:
+        """The page's response body, or None when the snapshot is not current."""
+        snapshot = self._current(versions)
+        if snapshot is None:
+            return None
+        key = (category, sort, limit, offset)
         body = snapshot.pages.get(key)
         if body is None:
-            items = snapshot.items if category is None else snapshot.by_category.get(category, [])
-            body = page_body(items[offset : offset + limit], len(items), limit, offset)
+            items = snapshot.orders.get((category, sort.removeprefix("-")), [])
+            window = _window(items, sort.startswith("-"), limit, offset)
+            body = page_body(window, len(items), limit, offset)
             if snapshot.pages_bytes + len(body) > PAGE_MEMO_BYTES:
                 snapshot.pages.clear()
                 snapshot.pages_bytes = 0
@@ -91,6 +143,9 @@ class CatalogCache:
         # the two are never in memory together.
         self._snapshot = None
         snapshot = Snapshot(versions.catalog)
+        items: list[bytes] = []
+        categories: list[str] = []
+        keys: dict[str, list[Any]] = {"price": [], "name": []}  # the other orders' sort keys
         try:
             # Streamed in partitions: the rows are rendered as they come, never all held at once.
             async for rows in self._reader.list_rows():
@@ -98,12 +153,25 @@ class CatalogCache:
                     # orjson (>= 3.12) returns bytes whose allocation is >= 4 KiB whatever
                     # their length; kept for good, 100,000 of them would take 400 MB. A copy is
                     # right-sized (~230 bytes here).
-                    item = bytes(memoryview(orjson.dumps(list_item(row))))
-                    snapshot.items.append(item)
-                    snapshot.by_category.setdefault(row.category, []).append(item)
+                    items.append(bytes(memoryview(orjson.dumps(list_item(row)))))
+                    categories.append(row.category)
+                    keys["price"].append(row.price_minor)
+                    keys["name"].append(row.name)
+            _add_order(snapshot, "created_at", items, categories, range(len(items)))
+            for key, values in keys.items():
+                await asyncio.sleep(0)  # the event loop between sorts
+                # A stable sort of items in list order: ties stay in (created_at, id) order.
+                ranks = sorted(range(len(items)), key=values.__getitem__)
+                _add_order(snapshot, key, items, categories, ranks)
         except Exception:
             logger.exception("could not build the catalogue snapshot")
             return
+        counts = sorted(
+            (name, len(ordered))
+            for (name, key), ordered in snapshot.orders.items()
+            if name is not None and key == "created_at"
+        )
+        snapshot.categories = orjson.dumps({"data": [category_item(*count) for count in counts]})
         self._snapshot = snapshot
         if self.on_rebuilt is not None:
             self.on_rebuilt()

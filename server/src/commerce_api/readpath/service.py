@@ -116,10 +116,19 @@ class ReadPath:
         return request.versions
 
     async def page(
-        self, request: PerRequest, category: str | None, limit: int, offset: int
+        self,
+        request: PerRequest,
+        category: str | None,
+        limit: int,
+        offset: int,
+        sort: str = "created_at",
     ) -> bytes | None:
         """A cached product-list page, or None (then read the database)."""
-        return self.catalog.page(await self.versions(request), category, limit, offset)
+        return self.catalog.page(await self.versions(request), category, limit, offset, sort)
+
+    async def categories(self, request: PerRequest) -> bytes | None:
+        """The cached category list, or None (then read the database)."""
+        return self.catalog.categories(await self.versions(request))
 
     async def authenticate(self, token: str, request: PerRequest) -> Principal:
         """The key's principal (401 otherwise), from the cache when it is current."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from commerce_api.storage.tables import metadata
+from commerce_api.storage.tables import in_metadata, metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only for authoring revisions by hand
@@ -15,6 +15,7 @@ context.configure(
     target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
+    include_name=in_metadata,
 )
 # The caller owns the transaction (see commerce_api.storage.migrations); don't open another.
 context.run_migrations()
