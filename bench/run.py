@@ -9,8 +9,10 @@ beside the service, and each catalogue read alternates its rounds with the ceili
 machine whose speed drifts over minutes (a shared VM's does) moves both sides of a ratio alike.
 
 Scenarios: the first page of ``GET /v1/products``, with the rate limiter on and off; the last
-page (a deep offset); a category's last page; ``GET /v1/products/{id}``; ``POST /v1/orders``
-(each request with its own Idempotency-Key). Each runs ``--rounds`` times: the median is
+page (a deep offset); a category's last page; ``GET /v1/products/{id}``; sorted pages
+(``sort=price``, ``-price``, ``name`` with a category, first and deep) and searches (``q``: a
+few matches; every product matching, sorted, deep); ``POST /v1/orders`` (each request with its
+own Idempotency-Key). Each runs ``--rounds`` times: the median is
 reported with min-max. The server's resident memory (RSS) is sampled after each scenario.
 
 Webhook delivery: the orders above each make one delivery to a receiver on loopback
@@ -502,6 +504,27 @@ def measure_service(
         ),
         ("product by id", f"/v1/products/{product_id}"),
     ]
+    # Issue 31's catalogue parameters, rows of their own (no baseline twin: the code before
+    # them refuses these queries). Sorted pages come from the snapshot like the rows above; a
+    # search reads the full-text index: few matches (descriptions say "number <i>": `4242`
+    # begins about a dozen words), and one word every product has.
+    found = products // 2
+    searches = [
+        ("list, sort=price, first page", "/v1/products?sort=price&limit=20"),
+        (
+            "list, sort=-price, deep offset",
+            f"/v1/products?sort=-price&limit=20&offset={last_offset}",
+        ),
+        (
+            "list, sort=name + category, deep offset",
+            f"/v1/products?sort=name&category=books&limit=20&offset={category_offset}",
+        ),
+        ("search q, a few matches", f"/v1/products?q=number%20{found}&limit=20"),
+        (
+            "search q, every product matches, sort=-price, deep offset",
+            f"/v1/products?q=generated&sort=-price&limit=20&offset={last_offset}",
+        ),
+    ]
     script = order_script(work / "orders.lua", [product_id], "cus_bench")
     scenarios: list[Scenario] = []
 
@@ -566,6 +589,8 @@ def measure_service(
                 if before_pid is not None:  # rounds: ours, the baseline's, the ceiling's
                     targets.append(target(BEFORE + name, before_base + path, auth, before_pid))
                 measure_side_by_side([*targets, ceiling_target], args)
+            for name, path in searches:
+                measure_side_by_side([target(name, base + path, auth, pid), list_ceiling], args)
         endpoint = {"url": receiver_url + "/hook", "events": ["order.created"]}
         httpx.post(base + "/v1/webhook_endpoints", headers=auth, json=endpoint).raise_for_status()
         orders = [target("create order", base + "/v1/orders", auth, pid, script)]

@@ -162,6 +162,20 @@ QUERIES = [
     f"category={'c' * 100}",
     f"category={'c' * 101}",
     "limit=5&offset=3&category=x",
+    "sort=price",
+    "sort=-created_at",
+    "sort=name",
+    "sort=-name",
+    "sort=PRICE",
+    "sort=",
+    "q=widget",
+    "q=Widget%20blue",
+    "q=%22",
+    "q=",
+    "q=a%0Ab",
+    f"q={'w' * 200}",
+    f"q={'w' * 201}",
+    "q=widget&sort=-price&category=widgets&limit=2&offset=1",
 ]
 
 
