@@ -356,6 +356,38 @@ async def test_sorted_list_bodies_are_byte_identical_on_every_path(
         spy.middleware_off = spy.cache_off = False
 
 
+SEARCHES = [
+    "q=item",
+    "q=ITEM&sort=-price&limit=3&offset=2",
+    "q=line%20two&category=books",
+    "q=%C3%BCn%C3%AFc%C3%B6d%C3%A9&sort=name",  # ünïcödé
+    "q=item&offset=500",  # past the end: the total still counted
+    "q=%22",  # no word
+]
+
+
+async def test_search_bodies_are_the_same_on_both_lanes(
+    client: httpx.AsyncClient, client_key: str, services: Services, spy: Spy
+) -> None:
+    """A search reads the database's index (never the snapshot), through the fast lane."""
+    await seed(services.db)
+    for query in SEARCHES:
+        url = f"/v1/products?{query}"
+        spy.reset()
+        fast = await get_ok(client, url, client_key)
+        assert spy.last_fast is not None, f"{url} was not answered by the fast lane"
+        assert spy.db_lists == 0
+        spy.middleware_off = True
+        assert await get_ok(client, url, client_key) == fast, url
+        spy.middleware_off = False
+    every = orjson.loads(await get_ok(client, "/v1/products?q=item&limit=100", client_key))
+    assert len(every["data"]) == every["pagination"]["total"] == 8  # "Item <n>": every 4th
+    past = orjson.loads(await get_ok(client, "/v1/products?q=item&offset=500", client_key))
+    assert past["pagination"] == {"total": 8, "limit": 20, "offset": 500, "has_more": False}
+    unicode = orjson.loads(await get_ok(client, f"/v1/products?{SEARCHES[3]}", client_key))
+    assert unicode["pagination"]["total"] == 7  # "Ünïcödé <n>": every 4th from the 3rd
+
+
 async def test_category_bodies_are_byte_identical_on_every_path(
     client: httpx.AsyncClient, client_key: str, services: Services, spy: Spy
 ) -> None:

@@ -399,8 +399,10 @@ async def test_0009_indexes_the_products_before_it_for_search(empty_database_url
 
     async def up(conn: AsyncConnection) -> None:
         async def found(q: str) -> list[str]:
-            words = catalog.search_words(q)
-            rows = await catalog.page_active(conn, None, 100, 0, sort="name", words=words)
+            dialect = conn.dialect.name
+            match = catalog.search_match(dialect, catalog.search_words(q))
+            statement = catalog.search_page(dialect, "name", False)
+            rows = await conn.execute(statement, {"match": match, "limit": 100, "offset": 0})
             return [row.id for row in rows]
 
         assert await found("notebook") == ["prod_1", "prod_2"]

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    BigInteger,
     ColumnElement,
     Select,
     String,
@@ -74,24 +76,28 @@ def search_words(q: str) -> list[str]:
     return _WORD.findall(q.lower())
 
 
-def _matching(dialect: str, words: list[str]) -> ColumnElement[bool]:
-    """Products whose name or description has, for each word, a word that starts with it."""
+def search_match(dialect: str, words: list[str]) -> str:
+    """The ``match`` parameter of the search statements: each word (letters and digits only,
+    so never an operator) as a prefix, all of them needed."""
     if dialect == "sqlite":
-        # Each word quoted (it is letters and digits only) and a prefix: `"shi"*`.
-        match = " ".join(f'"{word}"*' for word in words)
-        return products.c.id.in_(_SQLITE_MATCHES.bindparams(match=match))
-    match = " & ".join(f"'{word}':*" for word in words)
-    return _POSTGRESQL_MATCHES.bindparams(match=match)  # type: ignore[return-value]
+        return " ".join(f'"{word}"*' for word in words)
+    return " & ".join(f"'{word}':*" for word in words)
 
 
-def _active(
-    dialect: str, category: str | None, words: list[str] | None
-) -> list[ColumnElement[bool]]:
+def _active(category: ColumnElement[str] | str | None) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [ACTIVE]
     if category is not None:
         conditions.append(products.c.category == category)
-    if words is not None:
-        conditions.append(_matching(dialect, words))
+    return conditions
+
+
+def _searched(dialect: str, by_category: bool) -> list[ColumnElement[bool]]:
+    """Active products (of ``:category``) holding the words of ``:match``."""
+    conditions = _active(bindparam("category") if by_category else None)
+    if dialect == "sqlite":
+        conditions.append(products.c.id.in_(_SQLITE_MATCHES))
+    else:
+        conditions.append(_POSTGRESQL_MATCHES)  # type: ignore[arg-type]
     return conditions
 
 
@@ -116,12 +122,28 @@ def list_order(dialect: str, sort: ProductSort) -> tuple[UnaryExpression[Any], .
     return tuple(column.asc() for column in columns)
 
 
-async def count_active(
-    conn: AsyncConnection, category: str | None, words: list[str] | None = None
-) -> int:
-    """Active products (of ``category``; holding ``words``, if given)."""
-    conditions = _active(conn.dialect.name, category, words)
-    total = await conn.scalar(select(func.count()).select_from(products).where(*conditions))
+@cache
+def search_page(dialect: str, sort: ProductSort, by_category: bool) -> Select[Any]:
+    """A page of a search (``:match``, ``:category`` if ``by_category``, ``:limit``,
+    ``:offset``): the list fields in ``sort`` order, each row with the ``total`` of matches
+    (counted before the page is cut)."""
+    return (
+        select(*LIST_COLUMNS, func.count().over().label("total"))
+        .where(*_searched(dialect, by_category))
+        .order_by(*list_order(dialect, sort))
+        .limit(bindparam("limit", type_=BigInteger))
+        .offset(bindparam("offset", type_=BigInteger))  # up to 2**53 - 1
+    )
+
+
+@cache
+def search_count(dialect: str, by_category: bool) -> Select[Any]:
+    """The number of a search's matches (for a page past its end, which has no row to say)."""
+    return select(func.count()).select_from(products).where(*_searched(dialect, by_category))
+
+
+async def count_active(conn: AsyncConnection, category: str | None) -> int:
+    total = await conn.scalar(select(func.count()).select_from(products).where(*_active(category)))
     return int(total or 0)
 
 
@@ -130,14 +152,12 @@ async def page_active(
     category: str | None,
     limit: int,
     offset: int,
-    *,
     sort: ProductSort = "created_at",
-    words: list[str] | None = None,
 ) -> Sequence[Row[Any]]:
     dialect = conn.dialect.name
     result = await conn.execute(
         select(*LIST_COLUMNS)
-        .where(*_active(dialect, category, words))
+        .where(*_active(category))
         .order_by(*list_order(dialect, sort))
         .limit(limit)
         .offset(offset)

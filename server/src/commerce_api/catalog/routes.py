@@ -83,13 +83,14 @@ async def list_products(
     List items omit `inventory_count` and `updated_at`; read one product for those.
     """
     limit = clamp(limit)
-    if q is None:
-        cached = await services.read_path.page(ctx, category, limit, offset, sort)
-        if cached is not None:
-            return RenderedJSON(cached)
+    if q is not None:
+        return RenderedJSON(await services.read_path.search(q, category, sort, limit, offset))
+    cached = await services.read_path.page(ctx, category, limit, offset, sort)
+    if cached is not None:
+        return RenderedJSON(cached)
     async with services.db.read() as conn:
         page = await service.list_products(
-            conn, category=category, limit=limit, offset=offset, sort=sort, q=q
+            conn, category=category, limit=limit, offset=offset, sort=sort
         )
     return json_response(page)
 

@@ -51,19 +51,12 @@ async def list_products(
     limit: int,
     offset: int,
     sort: ProductSort = "created_at",
-    q: str | None = None,
 ) -> dict[str, Any]:
-    """One page of active products in ``sort`` order (then created_at, id); with ``q``, only
-    those whose name or description has every word of it, each as a word's beginning
-    (none, when ``q`` has no letter or digit). ``limit`` is already clamped."""
-    words = None if q is None else repository.search_words(q)
-    if words == []:
-        return page([], 0, limit, offset)
-    total = await repository.count_active(conn, category, words)
+    """One page of active products in ``sort`` order (then created_at, id). ``limit`` is
+    already clamped. (A search, ``q``, is the read path's: ``ReadPath.search``.)"""
+    total = await repository.count_active(conn, category)
     rows = (
-        await repository.page_active(conn, category, limit, offset, sort=sort, words=words)
-        if offset < total
-        else []
+        await repository.page_active(conn, category, limit, offset, sort) if offset < total else []
     )
     return page([list_item(row) for row in rows], total, limit, offset)
 

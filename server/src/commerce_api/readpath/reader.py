@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import cache
 from types import SimpleNamespace
 from typing import Any, NamedTuple, Protocol
 
@@ -48,6 +50,42 @@ PRODUCT_TIMESTAMPS = tuple(
     for column in ACTIVE_PRODUCT.selected_columns
     if isinstance(column.type, UTCDateTime)
 )
+
+
+class Prepared(NamedTuple):
+    """A statement's SQL text for one driver, and its positional parameters' names in order."""
+
+    sql: str
+    parameters: tuple[str, ...]
+
+    def arguments(self, values: dict[str, Any]) -> list[Any]:
+        return [values[name] for name in self.parameters]
+
+
+def _prepared(statement: Select[Any], dialect: Dialect) -> Prepared:
+    compiled = statement.compile(dialect=dialect)
+    return Prepared(compiled.string, tuple(compiled.positiontup or ()))
+
+
+_DIALECTS = {"sqlite": _SQLITE, "postgresql": _POSTGRESQL}
+
+
+@cache
+def search_statements(dialect: str, sort: str, by_category: bool) -> tuple[Prepared, Prepared]:
+    """A search's page and count (``catalog.repository.search_page``, ``search_count``) for
+    ``dialect``'s driver, compiled once per sort and filter."""
+    page = repository.search_page(dialect, sort, by_category)
+    count = repository.search_count(dialect, by_category)
+    return _prepared(page, _DIALECTS[dialect]), _prepared(count, _DIALECTS[dialect])
+
+
+def _search_values(
+    dialect: str, words: list[str], category: str | None, limit: int, offset: int
+) -> dict[str, Any]:
+    match = repository.search_match(dialect, words)
+    return {"match": match, "category": category, "limit": limit, "offset": offset}
+
+
 _KEY = (
     "SELECT k.id, k.account_id, k.role, k.key_hash, k.revoked_at, a.tier FROM api_keys k "
     "LEFT JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = {0}"
@@ -66,6 +104,13 @@ class Reader(Protocol):
         read snapshot (for the catalogue snapshot)."""
         ...
 
+    async def search(
+        self, words: list[str], category: str | None, sort: str, limit: int, offset: int
+    ) -> tuple[int, Sequence[Any]]:
+        """The number of active products (of ``category``) holding ``words`` (each as a
+        word's beginning), and a page of their list fields in ``sort`` order."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -73,6 +118,39 @@ class SQLiteReader:
     def __init__(self, path: str) -> None:
         self._path = path
         self._conn = open_sqlite(path)
+        # Searches may read many index entries: on a thread of their own, with a connection of
+        # its own, so the event loop never waits for one.
+        self._searches = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-search")
+        self._search_conn: sqlite3.Connection | None = None
+
+    async def search(
+        self, words: list[str], category: str | None, sort: str, limit: int, offset: int
+    ) -> tuple[int, list[ListRow]]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._searches, self._search, words, category, sort, limit, offset
+        )
+
+    def _search(
+        self, words: list[str], category: str | None, sort: str, limit: int, offset: int
+    ) -> tuple[int, list[ListRow]]:
+        if self._search_conn is None:
+            self._search_conn = open_sqlite(self._path)
+            self._search_conn.row_factory = None
+        page, count = search_statements("sqlite", sort, category is not None)
+        values = _search_values("sqlite", words, category, limit, offset)
+        rows = self._search_conn.execute(page.sql, page.arguments(values)).fetchall()
+        if rows:
+            total = int(rows[0][6])
+        elif offset:
+            total = int(self._search_conn.execute(count.sql, count.arguments(values)).fetchone()[0])
+        else:
+            total = 0
+        return total, [list_row(row) for row in rows]
+
+    def _close_search(self) -> None:
+        if self._search_conn is not None:
+            self._search_conn.close()
 
     def list_rows(self) -> AsyncIterator[list[ListRow]]:
         # The standard library's sqlite3 on a connection of its own: 4x faster than
@@ -98,6 +176,8 @@ class SQLiteReader:
 
     async def close(self) -> None:
         self._conn.close()
+        await asyncio.get_running_loop().run_in_executor(self._searches, self._close_search)
+        self._searches.shutdown()
 
 
 def open_sqlite(path: str) -> sqlite3.Connection:
@@ -138,6 +218,20 @@ class PostgresReader:
             async for partition in repository.stream_active(conn):
                 yield partition
 
+    async def search(
+        self, words: list[str], category: str | None, sort: str, limit: int, offset: int
+    ) -> tuple[int, list[SimpleNamespace]]:
+        page, count = search_statements("postgresql", sort, category is not None)
+        values = _search_values("postgresql", words, category, limit, offset)
+        rows = await self.pool.fetch(page.sql, *page.arguments(values))
+        if rows:
+            total = int(rows[0]["total"])
+        elif offset:
+            total = int(await self.pool.fetchval(count.sql, *count.arguments(values)))
+        else:
+            total = 0
+        return total, [SimpleNamespace(**dict(row)) for row in rows]
+
     async def _read_products(self, ids: list[str]) -> dict[str, SimpleNamespace]:
         rows = await self.pool.fetch(PRODUCTS_POSTGRESQL, list(set(ids)))
         return {row["id"]: SimpleNamespace(**dict(row)) for row in rows}
@@ -165,6 +259,11 @@ class ListRow(NamedTuple):
     created_at: datetime | None
 
 
+def list_row(row: Sequence[Any]) -> ListRow:
+    """The ``ListRow`` of a row of sqlite3 that begins with the list columns."""
+    return ListRow(row[0], row[1], row[2], row[3], row[4], from_sqlite(row[5]))
+
+
 async def list_rows_sqlite(path: str, partition: int = 2000) -> AsyncIterator[list[ListRow]]:
     """Every active product's list fields in list order, a partition at a time, from one
     statement (one read snapshot); the event loop gets control back between partitions."""
@@ -173,9 +272,7 @@ async def list_rows_sqlite(path: str, partition: int = 2000) -> AsyncIterator[li
     try:
         cursor = conn.execute(LIST_ROWS_SQLITE)
         while rows := cursor.fetchmany(partition):
-            yield [
-                ListRow(row[0], row[1], row[2], row[3], row[4], from_sqlite(row[5])) for row in rows
-            ]
+            yield [list_row(row) for row in rows]
             await asyncio.sleep(0)
     finally:
         conn.close()

@@ -10,8 +10,10 @@ import orjson
 from sqlalchemy.engine import make_url
 
 from commerce_api.accounts.service import Principal, key_lookup_hash, principal_from_row
-from commerce_api.catalog.service import product_detail
+from commerce_api.catalog.repository import search_words
+from commerce_api.catalog.service import list_item, product_detail
 from commerce_api.core.ids import looks_like
+from commerce_api.core.pagination import page
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader
 from commerce_api.settings import Environment
@@ -125,6 +127,18 @@ class ReadPath:
     ) -> bytes | None:
         """A cached product-list page, or None (then read the database)."""
         return self.catalog.page(await self.versions(request), category, limit, offset, sort)
+
+    async def search(
+        self, q: str, category: str | None, sort: str, limit: int, offset: int
+    ) -> bytes:
+        """A page of the products holding the words of ``q`` (``catalog.service.list_products``
+        explains the match), read from the database's full-text index: never cached, so always
+        current."""
+        words = search_words(q)
+        if not words:  # nothing to look for: nothing found
+            return orjson.dumps(page([], 0, limit, offset))
+        total, rows = await self.reader.search(words, category, sort, limit, offset)
+        return orjson.dumps(page([list_item(row) for row in rows], total, limit, offset))
 
     async def categories(self, request: PerRequest) -> bytes | None:
         """The cached category list, or None (then read the database)."""
