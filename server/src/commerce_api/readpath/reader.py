@@ -1,9 +1,11 @@
-"""Single-row reads for the hot path, without the ORM's per-query cost.
+"""Single-row reads and searches for the hot path, without the ORM's per-query cost.
 
 SQLite: the standard library's sqlite3, called inline on a private read-only connection — a
 primary-key lookup takes microseconds, less than handing it to a thread would (WAL readers
-never wait for writers). PostgreSQL: an asyncpg pool. The SQL is not written here: it is the
-catalogue's own statements (``catalog/repository.py``) compiled once, at import, for each driver.
+never wait for writers); a search, which may read many index entries, on a thread of its own.
+PostgreSQL: an asyncpg pool. The SQL is not written here: it is the catalogue's own statements
+(``catalog/repository.py``) compiled for each driver, once (at import, or a search's at its
+first use).
 """
 
 from __future__ import annotations
@@ -137,15 +139,17 @@ class SQLiteReader:
         if self._search_conn is None:
             self._search_conn = open_sqlite(self._path)
             self._search_conn.row_factory = None
+        conn = self._search_conn
         page, count = search_statements("sqlite", sort, category is not None)
         values = _search_values("sqlite", words, category, limit, offset)
-        rows = self._search_conn.execute(page.sql, page.arguments(values)).fetchall()
-        if rows:
-            total = int(rows[0][6])
-        elif offset:
-            total = int(self._search_conn.execute(count.sql, count.arguments(values)).fetchone()[0])
-        else:
-            total = 0
+        conn.execute("BEGIN")  # the count and the page from one read snapshot
+        try:
+            total = int(conn.execute(count.sql, count.arguments(values)).fetchone()[0])
+            rows = []
+            if offset < total:
+                rows = conn.execute(page.sql, page.arguments(values)).fetchall()
+        finally:
+            conn.execute("COMMIT")
         return total, [list_row(row) for row in rows]
 
     def _close_search(self) -> None:
@@ -223,13 +227,9 @@ class PostgresReader:
     ) -> tuple[int, list[SimpleNamespace]]:
         page, count = search_statements("postgresql", sort, category is not None)
         values = _search_values("postgresql", words, category, limit, offset)
-        rows = await self.pool.fetch(page.sql, *page.arguments(values))
-        if rows:
-            total = int(rows[0]["total"])
-        elif offset:
-            total = int(await self.pool.fetchval(count.sql, *count.arguments(values)))
-        else:
-            total = 0
+        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+            total = int(await conn.fetchval(count.sql, *count.arguments(values)))
+            rows = await conn.fetch(page.sql, *page.arguments(values)) if offset < total else []
         return total, [SimpleNamespace(**dict(row)) for row in rows]
 
     async def _read_products(self, ids: list[str]) -> dict[str, SimpleNamespace]:
