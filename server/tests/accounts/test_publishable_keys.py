@@ -56,7 +56,14 @@ async def test_a_publishable_key_reads_the_catalogue_on_the_fast_lane(
     one = await client.get(f"/v1/products/{product_id}", headers=bearer(publishable_key))
     assert one.status_code == 200
     assert one.json()["id"] == product_id
-    assert lane.answered == ["GET /v1/products", f"GET /v1/products/{product_id}"]
+    categories = await client.get("/v1/categories", headers=bearer(publishable_key))
+    assert categories.status_code == 200, categories.text
+    assert categories.json()["data"] == [{"name": "widgets", "product_count": 1}]
+    assert lane.answered == [
+        "GET /v1/products",
+        f"GET /v1/products/{product_id}",
+        "GET /v1/categories",
+    ]
 
 
 async def test_a_publishable_key_reads_the_catalogue_on_the_routes_too(
@@ -64,7 +71,7 @@ async def test_a_publishable_key_reads_the_catalogue_on_the_routes_too(
 ) -> None:
     (product_id,) = await factories.new_products(services.db, 1)
     app.fast_lane = None  # type: ignore[attr-defined]
-    for path in ("/v1/products", f"/v1/products/{product_id}"):
+    for path in ("/v1/products", f"/v1/products/{product_id}", "/v1/categories"):
         response = await client.get(path, headers=bearer(publishable_key))
         assert response.status_code == 200, (path, response.text)
 

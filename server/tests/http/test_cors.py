@@ -66,7 +66,12 @@ def path_taken(request: pytest.FixtureRequest, app: FastAPI) -> str:
 async def test_a_preflight_from_a_listed_origin_is_answered_without_a_key(
     client: httpx.AsyncClient, product_id: str, path_taken: str
 ) -> None:
-    for path in ("/v1/products", f"/v1/products/{product_id}", "/v1/products?limit=5"):
+    for path in (
+        "/v1/products",
+        f"/v1/products/{product_id}",
+        "/v1/products?limit=5",
+        "/v1/categories",
+    ):
         response = await client.options(path, headers=preflight(SHOP))
         assert response.status_code == 204, (path, response.text)
         assert response.content == b""
@@ -82,7 +87,7 @@ async def test_a_listed_origin_reads_the_catalogue_with_a_publishable_key(
     client: httpx.AsyncClient, publishable_key: str, product_id: str, path_taken: str
 ) -> None:
     headers = {**bearer(publishable_key), "Origin": "http://localhost:3000"}
-    for path in ("/v1/products", f"/v1/products/{product_id}"):
+    for path in ("/v1/products", f"/v1/products/{product_id}", "/v1/categories"):
         response = await client.get(path, headers=headers)
         assert response.status_code == 200, response.text
         assert response.headers["access-control-allow-origin"] == "http://localhost:3000"

@@ -165,7 +165,7 @@ async def archive_product(id: str, services: ServicesDep, _admin: AdminPrincipal
 )
 @served_first
 async def list_categories(
-    ctx: RequestContextDep, services: ServicesDep, _principal: CurrentPrincipal
+    ctx: RequestContextDep, services: ServicesDep, _principal: CatalogPrincipal
 ) -> Response:
     """Every category that has active products, by name (code point order), with how many
     (`product_count`): a storefront's category menu. Not paginated."""
