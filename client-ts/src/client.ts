@@ -1,8 +1,7 @@
 /** `CommerceClient`: configuration, the request loop with retries, and errors. */
 
 import { APIConnectionError, APITimeoutError, CommerceError, errorFromResponse } from "./errors.js";
-import { OPERATIONS, type OperationId, type Operations } from "./generated/schema.js";
-import { PENDING_OPERATIONS, type PendingOperations } from "./pending-operations.js";
+import { OPERATIONS, type Operations } from "./generated/schema.js";
 import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
 import { Categories } from "./resources/categories.js";
 import { Events } from "./resources/events.js";
@@ -78,14 +77,11 @@ export interface WithResponse<T> {
 
 type Query = Record<string, string | number | boolean | null | undefined>;
 
-/** The operations the client sends: the generated ones, and those the snapshot does not have
- * yet (a generated one wins; see pending-operations.ts). */
-export type ClientOperations = Omit<PendingOperations, OperationId> & Operations;
+/** The operations the client sends: the generated ones. */
+export type ClientOperations = Operations;
 export type ClientOperationId = keyof ClientOperations;
-const CLIENT_OPERATIONS: { readonly [K in ClientOperationId]: { readonly method: string; readonly path: string } } = {
-  ...PENDING_OPERATIONS,
-  ...OPERATIONS,
-};
+const CLIENT_OPERATIONS: { readonly [K in ClientOperationId]: { readonly method: string; readonly path: string } } =
+  OPERATIONS;
 
 /** What {@link CommerceClient._request} takes for operation `K`. */
 export type RequestArgs<K extends ClientOperationId> = {
