@@ -116,6 +116,10 @@ def test_retry_schedule_rejects_garbage(monkeypatch: pytest.MonkeyPatch, raw: st
         ("COMMERCE_HTTP_KEEP_ALIVE_SECONDS", "-1"),
         ("COMMERCE_HTTP_MAX_REQUESTS_PER_CLIENT", "0"),
         ("COMMERCE_HTTP_MAX_HEADER_BYTES", "100"),
+        ("COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", "0"),
+        ("COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", "-3"),
+        ("COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", "2.5"),
+        ("COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", "ten"),
     ],
 )
 def test_invalid_values_are_rejected(
@@ -124,6 +128,14 @@ def test_invalid_values_are_rejected(
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError):
         load()
+
+
+def test_attempts_in_flight_per_endpoint_default_to_10_and_may_be_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load().webhook_max_in_flight_per_endpoint == 10
+    monkeypatch.setenv("COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", "3")
+    assert load().webhook_max_in_flight_per_endpoint == 3
 
 
 def test_private_webhook_urls_are_refused_by_default_in_the_sandbox_too() -> None:

@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     webhook_disable_after_seconds: int = Field(default=259_200, ge=1)
     # Live endpoints per account (Stripe's default too): each order fans out to every one.
     webhook_max_endpoints: int = Field(default=16, ge=1)
+    # Attempts in progress to one endpoint at a time, counted across every dispatcher on the
+    # database: a backlog reaches a small receiver this many at a time, not all at once. The
+    # rest wait for a free slot (no backoff, no failure); other endpoints are not held up.
+    webhook_max_in_flight_per_endpoint: int = Field(default=10, ge=1)
     # Encrypts webhook signing secrets at rest. Required in production; a sandbox without it
     # keeps a generated key in its own database.
     secret_key: str | None = Field(default=None, min_length=32)

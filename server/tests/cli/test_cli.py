@@ -276,6 +276,12 @@ async def test_usage_errors_and_help(sqlite_cli: Cli) -> None:
     [
         ({"COMMERCE_CURRENCY": "usd"}, (), "invalid settings: COMMERCE_CURRENCY: "),
         ({"COMMERCE_RATE_LIMIT_PRODUCTION": "many"}, (), "COMMERCE_RATE_LIMIT_PRODUCTION: "),
+        (
+            {"COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT": "0"},
+            (),
+            "COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: Input should be greater than or equal"
+            " to 1",
+        ),
         ({"COMMERCE_ENVIRONMENT": "production"}, (), "set COMMERCE_SECRET_KEY"),
         (
             {"COMMERCE_ENVIRONMENT": "production", "COMMERCE_SECRET_KEY": "k" * 40},

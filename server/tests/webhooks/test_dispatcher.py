@@ -46,7 +46,7 @@ from commerce_api.webhooks import dispatcher as dispatcher_module
 from commerce_api.webhooks import service as webhooks
 from commerce_api.webhooks.dispatcher import Claim, Dispatcher, Finished, stop_dispatcher
 from commerce_api.webhooks.policy import GONE_REASON, judge_attempt
-from commerce_api.webhooks.repository import outbox
+from commerce_api.webhooks.repository import claims, outbox
 from commerce_api.webhooks.repository.attempts import INTERRUPTED, attempts_of
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests import factories
@@ -503,8 +503,13 @@ async def test_one_batch_of_outcomes_is_recorded_as_the_attempts_one_by_one_woul
     dispatcher = world.dispatcher(webhook_retry_schedule=(0, 0, 0))
     now = utcnow()
     async with world.db.write() as conn:
-        claimed = await outbox.claim_due(
-            conn, now=now, until=now + dispatcher.lease, token=dispatcher.token, limit=20
+        claimed = await claims.claim_due(
+            conn,
+            now=now,
+            until=now + dispatcher.lease,
+            token=dispatcher.token,
+            limit=20,
+            per_endpoint=dispatcher.settings.webhook_max_in_flight_per_endpoint,
         )
     assert sorted(c.event_id for c in claimed) == sorted(event_ids)
     codes = dict(zip(event_ids, (410, 200, 204), strict=True))
@@ -741,12 +746,17 @@ async def test_an_endpoint_disabled_while_it_is_claimed_leaves_the_delivery_wait
     dispatcher = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:
-        [claimed] = await outbox.claim_due(
-            conn, now=now, until=now + dispatcher.lease, token=dispatcher.token, limit=20
+        [claimed] = await claims.claim_due(
+            conn,
+            now=now,
+            until=now + dispatcher.lease,
+            token=dispatcher.token,
+            limit=20,
+            per_endpoint=dispatcher.settings.webhook_max_in_flight_per_endpoint,
         )
     await world.set_endpoint(endpoint_id, enabled=False)
     async with world.db.read() as conn:
-        events, endpoints = await outbox.claimed_rows(conn, [claimed])
+        events, endpoints = await claims.claimed_rows(conn, [claimed])
 
     await dispatcher._attempt_one(Claim(claimed, events[event_id], endpoints[endpoint_id]))
 
@@ -801,8 +811,13 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     dead = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:  # claimed, then the process "died"
-        claimed = await outbox.claim_due(
-            conn, now=now, until=now + dead.lease, token=dead.token, limit=20
+        claimed = await claims.claim_due(
+            conn,
+            now=now,
+            until=now + dead.lease,
+            token=dead.token,
+            limit=20,
+            per_endpoint=dead.settings.webhook_max_in_flight_per_endpoint,
         )
     assert [(row.event_id, row.endpoint_id) for row in claimed] == [(event_id, endpoint_id)]
     assert dead.lease > timedelta(seconds=dead.settings.webhook_timeout_seconds)
@@ -836,7 +851,7 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     assert succeeded.status_code == 200
     # The dead dispatcher's late finish cannot overwrite what the survivor recorded.
     async with world.db.write() as conn:
-        kept = await outbox.finish_deliveries(
+        kept = await claims.finish_deliveries(
             conn,
             [(event_id, endpoint_id)],
             dead.token,
@@ -857,12 +872,22 @@ async def test_stop_releases_the_dispatchers_unfinished_claims(
     other = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:
-        [row] = await outbox.claim_due(
-            conn, now=now, until=now + stopping.lease, token=stopping.token, limit=1
+        [row] = await claims.claim_due(
+            conn,
+            now=now,
+            until=now + stopping.lease,
+            token=stopping.token,
+            limit=1,
+            per_endpoint=stopping.settings.webhook_max_in_flight_per_endpoint,
         )
         assert row.event_id == mine
-        [row] = await outbox.claim_due(
-            conn, now=now, until=now + other.lease, token=other.token, limit=1
+        [row] = await claims.claim_due(
+            conn,
+            now=now,
+            until=now + other.lease,
+            token=other.token,
+            limit=1,
+            per_endpoint=other.settings.webhook_max_in_flight_per_endpoint,
         )
         assert row.event_id == theirs
 

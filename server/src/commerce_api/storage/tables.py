@@ -271,6 +271,10 @@ webhook_endpoints = Table(
 )
 
 # One row per (event, endpoint): the outbox entry the dispatcher claims, retries and closes.
+# The condition of the claimed deliveries' partial index (a claim sets a token; closing,
+# rescheduling or giving back the delivery clears it), spelled as queries spell it.
+DELIVERY_IS_CLAIMED = "claim_token IS NOT NULL"
+
 webhook_deliveries = Table(
     "webhook_deliveries",
     metadata,
@@ -290,6 +294,15 @@ webhook_deliveries = Table(
     CheckConstraint("status IN ('pending', 'succeeded', 'failed')", name="status"),
     Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
     Index("ix_webhook_deliveries_endpoint_id", "endpoint_id"),
+    # Attempts in flight per endpoint (``claims.claim_due`` caps them): only the claimed
+    # deliveries, a few hundred per dispatcher, not the endpoint's whole history.
+    Index(
+        "ix_webhook_deliveries_claimed",
+        "endpoint_id",
+        "claimed_until",
+        sqlite_where=text(DELIVERY_IS_CLAIMED),
+        postgresql_where=text(DELIVERY_IS_CLAIMED),
+    ),
 )
 
 webhook_attempts = Table(

@@ -4,8 +4,10 @@ how one delivery is signed and POSTed, ``sender.py``).
 
 Any number of dispatchers may run against one database (inside ``serve`` processes, or alone as
 ``commerce-api worker``); they coordinate only through their claims on delivery rows (see
-``outbox.claim_due``), so one event is never delivered to one endpoint by two of them at
-once. A dispatcher that dies leaves claims that lapse, and its deliveries become due again: a
+``claims.claim_due``), so one event is never delivered to one endpoint by two of them at
+once, and one endpoint never has more than ``COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT``
+attempts in flight from all of them together (a backlog reaches a small receiver a few POSTs at
+a time). A dispatcher that dies leaves claims that lapse, and its deliveries become due again: a
 crash delays a delivery but never loses it. A dispatcher claims only what it starts at once, so
 an unfinished claim stands for an attempt that was cut off: the history records it as
 interrupted (when the claim is taken over, or given back by a dispatcher that stops).
@@ -39,13 +41,13 @@ from commerce_api.webhooks.policy import (
     endpoint_verdicts,
     judge_attempt,
 )
-from commerce_api.webhooks.repository import attempts, endpoints, outbox
+from commerce_api.webhooks.repository import attempts, claims, endpoints
 from commerce_api.webhooks.sender import Sender, event_body
 
 logger = logging.getLogger("commerce_api.webhooks")
 
 # Attempts in flight per dispatcher. A dispatcher claims only what it can start at once, so a
-# claim stands for an attempt in progress (see outbox.claim_due).
+# claim stands for an attempt in progress (see claims.claim_due).
 # Most of an attempt to a receiver answering in a millisecond is spent waiting for the claim
 # and the outcome's commit, which many attempts share: the more in flight, the larger the
 # claims and the batches of outcomes, and the fewer statements per delivery. 400 and claims of
@@ -85,7 +87,7 @@ class Claim:
     """A claimed delivery with its event and endpoint as the claim read them (None only if
     they vanished meanwhile: then the claim lapses and the delivery is due again)."""
 
-    delivery: outbox.Claimed
+    delivery: claims.Claimed
     event: Row[Any] | None
     endpoint: Row[Any] | None
 
@@ -126,8 +128,9 @@ class Dispatcher:
                 if worth_it and len(claimed) == free:
                     continue  # every free slot filled: more may be due
                 # Less than asked for (none due, or every slot busy, or the accounts with due
-                # deliveries at their share): claim again once attempts have finished (they
-                # free slots, or their account's share) — at once if a claim's worth finished
+                # deliveries at their share, or their endpoints at their cap): claim again once
+                # attempts have finished (they free slots, or their account's share, or their
+                # endpoint's) — at once if a claim's worth finished
                 # together (their outcomes are recorded in batches), else after a claim
                 # interval, so that a claim is not one transaction per finished attempt — or
                 # after the poll interval.
@@ -173,17 +176,18 @@ class Dispatcher:
         statements run inline on SQLite."""
         now = utcnow()
         async with self.db.write_batch() as conn:
-            claimed = await outbox.claim_due(
+            claimed = await claims.claim_due(
                 conn,
                 now=now,
                 until=now + self.lease,
                 token=self.token,
                 limit=limit,
+                per_endpoint=self.settings.webhook_max_in_flight_per_endpoint,
                 per_account=ACCOUNT_SHARE,
                 busy=self._busy,
                 batch=CLAIM_BATCH,
             )
-            events, endpoint_rows = await outbox.claimed_rows(conn, claimed)
+            events, endpoint_rows = await claims.claimed_rows(conn, claimed)
         for row in claimed:
             self._busy[row.account_id] += 1
         return [
@@ -201,7 +205,7 @@ class Dispatcher:
     async def _release(self) -> None:
         with contextlib.suppress(Exception):
             async with self.db.write() as conn:
-                await outbox.release_claims(conn, self.token, utcnow())
+                await claims.release_claims(conn, self.token, utcnow())
 
     async def _attempt(self, claim: Claim) -> None:
         delivery = claim.delivery
@@ -291,7 +295,7 @@ class Dispatcher:
         held: set[tuple[str, str]] = set()
         for (status, next_attempt_at), keys in alike.items():
             values = {"status": status, "next_attempt_at": next_attempt_at, "updated_at": now}
-            held |= await outbox.finish_deliveries(conn, keys, self.token, values, attempted=True)
+            held |= await claims.finish_deliveries(conn, keys, self.token, values, attempted=True)
         kept = [(done.event_id, done.endpoint_id) in held for done in batch]
         recorded = [done for done, ok in zip(batch, kept, strict=True) if ok]
         history = [
@@ -333,7 +337,7 @@ class Dispatcher:
 
     async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
         async with self.db.write() as conn:
-            await outbox.finish_deliveries(
+            await claims.finish_deliveries(
                 conn,
                 [(event_id, endpoint_id)],
                 self.token,

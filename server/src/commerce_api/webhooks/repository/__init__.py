@@ -1,7 +1,9 @@
 """The webhooks' queries, by concern.
 
 - ``endpoints``: the endpoints, their secrets and health, and which of them an event goes to.
-- ``outbox``: the deliveries, one per event and endpoint, claimed by dispatchers.
+- ``outbox``: the deliveries, one per event and endpoint.
+- ``claims``: a dispatcher's claims on the deliveries it attempts (fair between accounts,
+  within each endpoint's attempts in flight) and how they end.
 - ``attempts``: the history of attempts at each delivery.
 
 What another domain uses is named here too: ``events`` makes an event's deliveries, redelivers

@@ -1,23 +1,20 @@
-"""Queries of the outbox: one delivery row per event and endpoint, made with the event,
-claimed by a dispatcher, then closed or rescheduled with the attempt's outcome."""
+"""Queries of the outbox: one delivery row per event and endpoint, made with the event, made
+due again by a redelivery or a recovery, and read back for the event's history (a dispatcher's
+claims on the rows are ``claims``)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, text, tuple_, union, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.storage.db import Executor
-from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
-from commerce_api.webhooks.repository import attempts
+from commerce_api.storage.tables import events, webhook_deliveries
 
 deliveries = webhook_deliveries
-endpoints = webhook_endpoints
 
 
 def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, Any]:
@@ -102,240 +99,6 @@ async def requeue_failed(
         .returning(deliveries.c.event_id)
     )
     return len(result.all())
-
-
-CLAIM_WINDOW = 200  # due deliveries read from each end of the backlog per claim (see claim_due)
-
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """A delivery a dispatcher claimed: attempt it now."""
-
-    event_id: str
-    endpoint_id: str
-    account_id: str
-    attempts: int  # before this attempt
-
-
-_DELIVERY_KEY = tuple_(deliveries.c.event_id, deliveries.c.endpoint_id)
-
-
-def _keyed(keys: Collection[tuple[str, str]]) -> ColumnElement[bool]:
-    """The deliveries with these ``(event_id, endpoint_id)`` keys, found through the primary
-    key by its first column. Alone, ``(event_id, endpoint_id) IN (…)`` is no index search on
-    SQLite (it scanned the whole outbox, for every claim and every batch of outcomes), and
-    PostgreSQL, whenever its statistics lag behind the outbox (a fresh one, a burst), took it
-    to ``ix_webhook_deliveries_endpoint_id`` (every delivery of the endpoint). So the pairs
-    are only checked (``IS TRUE``: the same in a WHERE clause, and no index condition) on the
-    rows ``event_id IN (…)`` finds.
-    """
-    return and_(
-        deliveries.c.event_id.in_(sorted({event_id for event_id, _ in keys})),
-        _DELIVERY_KEY.in_(list(keys)).is_(True),
-    )
-
-
-def _due(now: datetime) -> list[ColumnElement[bool]]:
-    return [
-        deliveries.c.status == "pending",
-        deliveries.c.next_attempt_at <= now,
-        or_(deliveries.c.claimed_until.is_(None), deliveries.c.claimed_until < now),
-    ]
-
-
-def _still_due(now: datetime) -> list[ColumnElement[bool]]:
-    """``_due`` as a check of deliveries found by key (see ``_keyed``): a planner that
-    undercounts the due rows (SQLite has no statistics; PostgreSQL's lag behind a burst) would
-    rather search ``ix_webhook_deliveries_due`` for the due conditions, reading every due
-    delivery, than the primary key for the keys."""
-    return [term.is_(True) for term in _due(now)]
-
-
-async def claim_due(
-    conn: Executor,
-    *,
-    now: datetime,
-    until: datetime,
-    token: str,
-    limit: int,
-    per_account: int | None = None,
-    busy: Mapping[str, int] | None = None,
-    batch: int = 1,
-) -> list[Claimed]:
-    """Claim up to ``limit`` due deliveries for one dispatcher until ``until``; the dispatcher
-    attempts each at once.
-
-    Fair between accounts: each account's oldest due delivery comes first, then each one's
-    second oldest, and so on, so a newcomer's delivery is never queued behind another
-    account's backlog; and an account gets at most ``per_account`` attempts in flight on this
-    dispatcher, counting the ``busy`` ones it already has; an account with attempts in flight is
-    given more only when it has room for ``batch`` (so a backlog is claimed a batch at a time,
-    not one claim per finished attempt). A disabled endpoint's deliveries wait (a deleted
-    one's are claimed, to be closed).
-
-    Candidates are read without locks; the claim then locks them with ``FOR UPDATE SKIP
-    LOCKED`` on PostgreSQL, so several dispatchers claim side by side without waiting on each
-    other (one that loses a race claims fewer this time); SQLite serialises writers anyway
-    (``BEGIN IMMEDIATE``). A claim that is not completed (the dispatcher died) lapses at
-    ``until`` and the delivery is due again; its next claim records the cut-off attempt as
-    interrupted (see :func:`_record_interrupted`).
-    """
-    busy = busy or {}
-    # Ranking every due delivery would cost a scan and a sort of the whole backlog at every
-    # claim. The candidates are the WINDOW oldest and the WINDOW newest due deliveries instead
-    # (two index range scans): a backlog's head, and whatever just became due, which is where
-    # another account's new deliveries and retries are while a backlog drains.
-    # Not a join: PostgreSQL plans NOT IN (subquery) as a filter on the index scan (the few
-    # disabled endpoints, hashed once), so each window reads 200 rows in index order. As a
-    # semi-join, whenever its statistics undercount the due rows (a fresh outbox, or a burst
-    # in one whose rows are mostly delivered), it joined and sorted the whole backlog
-    # instead: 30-50 ms per claim at 30,000 due.
-    attemptable = deliveries.c.endpoint_id.not_in(
-        select(endpoints.c.id).where(
-            endpoints.c.enabled.is_(False), endpoints.c.deleted_at.is_(None)
-        )
-    )
-    windows = [
-        select(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.next_attempt_at)
-        .where(*_due(now), attemptable)
-        .order_by(order)
-        .limit(CLAIM_WINDOW)
-        .subquery()
-        for order in (deliveries.c.next_attempt_at.asc(), deliveries.c.next_attempt_at.desc())
-    ]
-    due = union(*(select(window) for window in windows)).subquery()
-    rank = (
-        func.row_number()
-        .over(partition_by=endpoints.c.account_id, order_by=(due.c.next_attempt_at, due.c.event_id))
-        .label("rank")
-    )
-    candidates = (
-        select(
-            due.c.event_id, due.c.endpoint_id, due.c.next_attempt_at, endpoints.c.account_id, rank
-        )
-        .select_from(due.join(endpoints, endpoints.c.id == due.c.endpoint_id))
-        .subquery()
-    )
-    query = select(candidates).order_by(
-        candidates.c.rank, candidates.c.next_attempt_at, candidates.c.event_id
-    )
-    if per_account is not None:
-        query = query.where(candidates.c.rank <= per_account)
-    # Enough to fill ``limit`` after skipping what busy accounts have no room for.
-    postgresql = conn.dialect.name == "postgresql"
-    if postgresql:
-        # For the same reason: with the due rows undercounted, a bitmap scan of every due row
-        # and a sort looks as cheap as reading the index in order; it is not.
-        await conn.execute(text("SET LOCAL enable_bitmapscan = off"))
-    rows = (await conn.execute(query.limit(limit + sum(busy.values())))).all()
-    if postgresql:
-        await conn.execute(text("SET LOCAL enable_bitmapscan TO DEFAULT"))
-    taken: dict[str, int] = dict(busy)
-    chosen: dict[tuple[str, str], str] = {}
-    for row in rows:
-        in_flight = busy.get(row.account_id, 0)
-        if per_account is not None and (
-            taken.get(row.account_id, 0) >= per_account
-            or (in_flight and per_account - in_flight < batch)
-        ):
-            continue
-        taken[row.account_id] = taken.get(row.account_id, 0) + 1
-        chosen[(row.event_id, row.endpoint_id)] = row.account_id
-        if len(chosen) == limit:
-            break
-    if not chosen:
-        return []
-    locked = (
-        await conn.execute(
-            select(
-                deliveries.c.event_id,
-                deliveries.c.endpoint_id,
-                deliveries.c.claim_token,
-                deliveries.c.claimed_at,
-            )
-            .where(_keyed(chosen), *_still_due(now))
-            .with_for_update(skip_locked=True)
-        )
-    ).all()
-    if not locked:
-        return []
-    await _record_interrupted(conn, [row for row in locked if row.claim_token is not None], now)
-    result = await conn.execute(
-        update(deliveries)
-        .where(_keyed([(row.event_id, row.endpoint_id) for row in locked]))
-        .values(claim_token=token, claimed_until=until, claimed_at=now)
-        .returning(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.attempts)
-    )
-    return [
-        Claimed(
-            row.event_id, row.endpoint_id, chosen[(row.event_id, row.endpoint_id)], row.attempts
-        )
-        for row in result
-    ]
-
-
-async def _record_interrupted(conn: Executor, rows: Sequence[Row[Any]], now: datetime) -> None:
-    """The attempts these unfinished claims stand for (started at ``claimed_at``, outcome
-    unknown): one history entry each, counted in the delivery's attempts."""
-    if not rows:
-        return
-    await attempts.insert_interrupted(conn, rows, now)
-    keys = [(row.event_id, row.endpoint_id) for row in rows]
-    await conn.execute(
-        update(deliveries)
-        .where(_keyed(keys))
-        .values(
-            attempts=deliveries.c.attempts + 1,
-            claim_token=None,
-            claimed_until=None,
-            claimed_at=None,
-        )
-    )
-
-
-async def claimed_rows(
-    conn: Executor, claimed: Sequence[Claimed]
-) -> tuple[dict[str, Row[Any]], dict[str, Row[Any]]]:
-    """The events and the endpoints of claimed deliveries, by id: read with the claim, in its
-    transaction (two queries for the whole claim, not two per attempt)."""
-    if not claimed:
-        return {}, {}
-    event_ids = sorted({row.event_id for row in claimed})
-    endpoint_ids = sorted({row.endpoint_id for row in claimed})
-    found_events = await conn.execute(select(events).where(events.c.id.in_(event_ids)))
-    found_endpoints = await conn.execute(select(endpoints).where(endpoints.c.id.in_(endpoint_ids)))
-    return {row.id: row for row in found_events}, {row.id: row for row in found_endpoints}
-
-
-async def finish_deliveries(
-    conn: Executor,
-    keys: Sequence[tuple[str, str]],
-    token: str,
-    values: Mapping[str, Any],
-    *,
-    attempted: bool,
-) -> set[tuple[str, str]]:
-    """Close, reschedule or give back claimed deliveries (``(event_id, endpoint_id)`` each),
-    all with the same ``values``; returns those whose claim still held (the rest belong to
-    another dispatcher now and are left alone). ``attempted``: each had one attempt, counted
-    as ``attempts + 1`` (the claim pinned the delivery's attempts)."""
-    counted = {"attempts": deliveries.c.attempts + 1} if attempted else {}
-    result = await conn.execute(
-        update(deliveries)
-        .where(_keyed(keys), deliveries.c.claim_token == token)
-        .values(claim_token=None, claimed_until=None, claimed_at=None, **counted, **values)
-        .returning(deliveries.c.event_id, deliveries.c.endpoint_id)
-    )
-    return {(row.event_id, row.endpoint_id) for row in result}
-
-
-async def release_claims(conn: AsyncConnection, token: str, now: datetime) -> None:
-    """Give back what a stopping dispatcher claimed and did not finish: attempts it cut off,
-    recorded as interrupted. The deliveries are due again at once."""
-    unfinished = select(
-        deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.claimed_at
-    ).where(deliveries.c.claim_token == token)
-    await _record_interrupted(conn, (await conn.execute(unfinished)).all(), now)
 
 
 async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
