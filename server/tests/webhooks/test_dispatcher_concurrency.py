@@ -107,10 +107,16 @@ def _settings(database_url: str, **overrides: Any) -> tuple[Settings, SecretBox]
 
 
 async def _create_endpoint(
-    db: Database, principal: Principal, url: str, settings: Settings, box: SecretBox
+    db: Database,
+    principal: Principal,
+    url: str,
+    settings: Settings,
+    box: SecretBox,
+    events: list[str] | None = None,
 ) -> dict[str, Any]:
-    """A new endpoint through the service: its record, with the secret."""
-    data = WebhookEndpointCreate.model_validate({"url": url})
+    """A new endpoint through the service (for ``events``, or every type): its record, with
+    the secret."""
+    data = WebhookEndpointCreate.model_validate({"url": url, "events": events or []})
     checked = await webhooks.check_receiver_url(data.url, settings)
     async with db.write() as conn:
         return await webhooks.create_endpoint(conn, principal, data, checked, settings, box)

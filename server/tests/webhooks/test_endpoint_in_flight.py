@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy import ClauseElement, CursorResult, Dialect, Executable, select, update
 
 from commerce_api.core.timestamps import utcnow
+from commerce_api.orders import service as order_service
 from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.tables import webhook_deliveries
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
@@ -143,6 +144,41 @@ async def test_an_endpoint_at_its_cap_does_not_hold_up_another(
             await stop_dispatcher(dispatcher, running, grace=0.5)
         assert slow.peak_total_in_flight == 2
         assert fast.peak_total_in_flight == 1
+
+
+async def test_a_delivery_behind_a_saturated_endpoints_backlog_is_not_held_up(
+    db: Database, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim reads the oldest and the newest due deliveries only (windows of 5 here): the one
+    delivery to another endpoint lies between 10 older and 10 newer deliveries to a slow
+    endpoint at its cap, outside both windows unless the claim passes over the saturated
+    endpoint's rows; it arrives at once, not after the slow endpoint's backlog."""
+    monkeypatch.setattr(claims, "CLAIM_WINDOW", 5)
+    settings, box = _settings(database_url, webhook_max_in_flight_per_endpoint=2)
+    principal, product_id = await _setup(db)
+    with running_receiver() as slow, running_receiver() as fast:
+        slow.reply("/hook", Reply(200, delay=1.0))
+        await _create_endpoint(
+            db, principal, slow.url("/hook"), settings, box, events=["order.created"]
+        )
+        await _create_endpoint(
+            db, principal, fast.url("/hook"), settings, box, events=["order.fulfilled"]
+        )
+        await _place_orders(db, principal, product_id, 10)
+        order = await factories.place_order(db, principal, (product_id, 1))
+        async with db.write() as conn:
+            await order_service.fulfill_order(conn, principal, order["id"], "sandbox")
+        await _place_orders(db, principal, product_id, 10)
+        dispatcher = Dispatcher(settings, db, box)
+        running = asyncio.create_task(dispatcher.run())
+        try:
+            await eventually(lambda: len(slow.requests()) == 2, within=5, what="the slow ones")
+            await eventually(
+                lambda: len(fast.requests()) == 1, within=0.5, what="the other endpoint's"
+            )
+        finally:
+            await stop_dispatcher(dispatcher, running, grace=0.5)
+        assert slow.peak_total_in_flight == 2
 
 
 async def test_a_dead_dispatchers_claims_hold_their_slots_until_they_lapse(

@@ -13,6 +13,7 @@ from sqlalchemy import (
     ColumnElement,
     FromClause,
     Select,
+    Subquery,
     and_,
     func,
     or_,
@@ -33,6 +34,7 @@ deliveries = webhook_deliveries
 endpoints = webhook_endpoints
 
 CLAIM_WINDOW = 200  # due deliveries read from each end of the backlog per claim (see claim_due)
+CLAIM_SCAN = 2_000  # ...of the first this many there, past endpoints at their cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,49 +109,58 @@ async def claim_due(
     Gentle with receivers: an endpoint has at most ``per_endpoint`` attempts in flight, counted
     over every dispatcher's claims that have not lapsed (see :func:`_in_flight`). Its other due
     deliveries wait for a free slot, unclaimed; an endpoint at its cap takes no room in the
-    candidates, so it holds up no other endpoint.
+    candidates, so it holds up no other endpoint (unless more than ``CLAIM_SCAN`` deliveries
+    of endpoints at their cap lie at each end of the backlog).
 
-    Candidates are read without locks; the claim then locks them with ``FOR UPDATE SKIP
-    LOCKED`` on PostgreSQL, so several dispatchers claim side by side without waiting on each
-    other (one that loses a race claims fewer this time); SQLite serialises writers anyway
-    (``BEGIN IMMEDIATE``). The same statement locks their endpoints' rows (``FOR NO KEY
-    UPDATE``, which new deliveries' foreign-key checks do not wait on), skipping an endpoint
-    that another claim holds: so claims of one endpoint follow one another, and the next
-    statement, which claims, counts every earlier claim of it (see :func:`_admitted`). A claim
-    that is not completed (the dispatcher died) lapses at ``until``, freeing its slot, and the
-    delivery is due again; its next claim records the cut-off attempt as interrupted (see
-    :func:`_record_interrupted`).
+    Candidates are read without locks; the claim then locks them, and their endpoints' rows,
+    with ``FOR NO KEY UPDATE SKIP LOCKED`` on PostgreSQL, so several dispatchers claim side by
+    side without waiting on each other (one that loses a race claims fewer this time); SQLite
+    serialises writers anyway (``BEGIN IMMEDIATE``). A claim skips an endpoint that another
+    claim holds, so claims of one endpoint follow one another, and the next statement, which
+    claims, counts every earlier claim of it (see :func:`_admitted`); new deliveries' foreign-key
+    checks (``FOR KEY SHARE``) do not wait on the endpoint's lock, and the claim itself waits on
+    no lock, so it is in no deadlock cycle. A claim that is not completed (the dispatcher died)
+    lapses at ``until``, freeing its slot, and the delivery is due again; its next claim records
+    the cut-off attempt as interrupted (see :func:`_record_interrupted`).
     """
     busy = busy or {}
     in_flight = _in_flight(now).cte("in_flight")
     # Ranking every due delivery would cost a scan and a sort of the whole backlog at every
     # claim. The candidates are the WINDOW oldest and the WINDOW newest due deliveries instead
     # (two index range scans): a backlog's head, and whatever just became due, which is where
-    # another account's new deliveries and retries are while a backlog drains. An endpoint at
-    # its cap is left out of both, or its backlog would fill them.
+    # another account's new deliveries and retries are while a backlog drains.
     # Not a join: PostgreSQL plans NOT IN (subquery) as a filter on the index scan (the few
-    # disabled and saturated endpoints, hashed once), so each window reads 200 rows in index
-    # order. As a semi-join, whenever its statistics undercount the due rows (a fresh outbox,
-    # or a burst in one whose rows are mostly delivered), it joined and sorted the whole
-    # backlog instead: 30-50 ms per claim at 30,000 due.
-    attemptable = [
-        deliveries.c.endpoint_id.not_in(
-            select(endpoints.c.id).where(
-                endpoints.c.enabled.is_(False), endpoints.c.deleted_at.is_(None)
-            )
-        ),
-        deliveries.c.endpoint_id.not_in(
-            select(in_flight.c.endpoint_id).where(in_flight.c.attempts >= per_endpoint)
-        ),
-    ]
-    windows = [
-        select(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.next_attempt_at)
-        .where(*_due(now), *attemptable)
-        .order_by(order)
-        .limit(CLAIM_WINDOW)
-        .subquery()
-        for order in (deliveries.c.next_attempt_at.asc(), deliveries.c.next_attempt_at.desc())
-    ]
+    # disabled endpoints, hashed once), so each window reads its rows in index order. As a
+    # semi-join, whenever its statistics undercount the due rows (a fresh outbox, or a burst
+    # in one whose rows are mostly delivered), it joined and sorted the whole backlog
+    # instead: 30-50 ms per claim at 30,000 due.
+    attemptable = deliveries.c.endpoint_id.not_in(
+        select(endpoints.c.id).where(
+            endpoints.c.enabled.is_(False), endpoints.c.deleted_at.is_(None)
+        )
+    )
+    saturated = select(in_flight.c.endpoint_id).where(in_flight.c.attempts >= per_endpoint)
+    windows: list[Subquery] = []
+    for newest_first in (False, True):
+        # An endpoint at its cap is passed over, or its backlog would fill the window and hold
+        # up the others; but only within CLAIM_SCAN rows of each end, so that a claim never
+        # reads the whole backlog of an endpoint that is at its cap (at 30,000 due, that
+        # tripled a claim's time; an endpoint is held up only behind more than CLAIM_SCAN
+        # deliveries of saturated endpoints at both ends).
+        scanned = (
+            select(deliveries.c.event_id, deliveries.c.endpoint_id, deliveries.c.next_attempt_at)
+            .where(*_due(now), attemptable)
+            .order_by(_oldest_or_newest(deliveries, newest_first))
+            .limit(CLAIM_SCAN)
+            .subquery()
+        )
+        windows.append(
+            select(scanned)
+            .where(scanned.c.endpoint_id.not_in(saturated))
+            .order_by(_oldest_or_newest(scanned, newest_first))
+            .limit(CLAIM_WINDOW)
+            .subquery()
+        )
     due = union(*(select(window) for window in windows)).subquery()
     # As many of each endpoint's as it has free slots (as far as this read can tell)...
     endpoint_rank = func.row_number().over(
@@ -241,6 +252,11 @@ async def claim_due(
         )
         for row in result
     ]
+
+
+def _oldest_or_newest(table: FromClause, newest_first: bool) -> ColumnElement[Any]:
+    column = table.c.next_attempt_at
+    return column.desc() if newest_first else column.asc()
 
 
 def _in_flight(now: datetime) -> Select[tuple[str, int]]:
