@@ -271,8 +271,9 @@ webhook_endpoints = Table(
 )
 
 # One row per (event, endpoint): the outbox entry the dispatcher claims, retries and closes.
-# The condition of the claimed deliveries' partial index (a claim sets a token; closing,
-# rescheduling or giving back the delivery clears it), spelled as queries spell it.
+# The condition of the claimed deliveries' partial index: a claim sets a token; closing,
+# rescheduling or giving back the delivery clears it (no bound parameter in it, so a query's
+# ``claim_token IS NOT NULL`` on the column matches it on both backends).
 DELIVERY_IS_CLAIMED = "claim_token IS NOT NULL"
 
 webhook_deliveries = Table(
