@@ -6,7 +6,7 @@ lapsed), to keep them under ``COMMERCE_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT``; the
 holds only the claimed deliveries, so the count never walks an endpoint's delivered history.
 
 Revision ID: 0011
-Revises: 0008
+Revises: 0010
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0008"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
