@@ -26,11 +26,12 @@ import itertools
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from commerce_api.accounts.service import Principal
@@ -234,6 +235,20 @@ def assert_standard_headers(request: Any, event_id: str) -> None:
     timestamp = int(request.headers["webhook-timestamp"])
     assert abs(timestamp - time.time()) < 30
     assert request.headers["webhook-signature"].startswith("v1,")
+
+
+async def claim_as(
+    dispatcher: Dispatcher, conn: AsyncConnection, now: datetime, *, limit: int
+) -> list[Any]:
+    """What ``dispatcher`` claims now, as its own ``run_once`` would (its lease, token, cap)."""
+    return await claims.claim_due(
+        conn,
+        now=now,
+        until=now + dispatcher.lease,
+        token=dispatcher.token,
+        limit=limit,
+        per_endpoint=dispatcher.settings.webhook_max_in_flight_per_endpoint,
+    )
 
 
 # --- a delivery ---------------------------------------------------------------------------------
@@ -503,14 +518,7 @@ async def test_one_batch_of_outcomes_is_recorded_as_the_attempts_one_by_one_woul
     dispatcher = world.dispatcher(webhook_retry_schedule=(0, 0, 0))
     now = utcnow()
     async with world.db.write() as conn:
-        claimed = await claims.claim_due(
-            conn,
-            now=now,
-            until=now + dispatcher.lease,
-            token=dispatcher.token,
-            limit=20,
-            per_endpoint=dispatcher.settings.webhook_max_in_flight_per_endpoint,
-        )
+        claimed = await claim_as(dispatcher, conn, now, limit=20)
     assert sorted(c.event_id for c in claimed) == sorted(event_ids)
     codes = dict(zip(event_ids, (410, 200, 204), strict=True))
     finished = [
@@ -746,14 +754,7 @@ async def test_an_endpoint_disabled_while_it_is_claimed_leaves_the_delivery_wait
     dispatcher = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:
-        [claimed] = await claims.claim_due(
-            conn,
-            now=now,
-            until=now + dispatcher.lease,
-            token=dispatcher.token,
-            limit=20,
-            per_endpoint=dispatcher.settings.webhook_max_in_flight_per_endpoint,
-        )
+        [claimed] = await claim_as(dispatcher, conn, now, limit=20)
     await world.set_endpoint(endpoint_id, enabled=False)
     async with world.db.read() as conn:
         events, endpoints = await claims.claimed_rows(conn, [claimed])
@@ -811,14 +812,7 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     dead = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:  # claimed, then the process "died"
-        claimed = await claims.claim_due(
-            conn,
-            now=now,
-            until=now + dead.lease,
-            token=dead.token,
-            limit=20,
-            per_endpoint=dead.settings.webhook_max_in_flight_per_endpoint,
-        )
+        claimed = await claim_as(dead, conn, now, limit=20)
     assert [(row.event_id, row.endpoint_id) for row in claimed] == [(event_id, endpoint_id)]
     assert dead.lease > timedelta(seconds=dead.settings.webhook_timeout_seconds)
     survivor = world.dispatcher()
@@ -872,23 +866,9 @@ async def test_stop_releases_the_dispatchers_unfinished_claims(
     other = world.dispatcher()
     now = utcnow()
     async with world.db.write() as conn:
-        [row] = await claims.claim_due(
-            conn,
-            now=now,
-            until=now + stopping.lease,
-            token=stopping.token,
-            limit=1,
-            per_endpoint=stopping.settings.webhook_max_in_flight_per_endpoint,
-        )
+        [row] = await claim_as(stopping, conn, now, limit=1)
         assert row.event_id == mine
-        [row] = await claims.claim_due(
-            conn,
-            now=now,
-            until=now + other.lease,
-            token=other.token,
-            limit=1,
-            per_endpoint=other.settings.webhook_max_in_flight_per_endpoint,
-        )
+        [row] = await claim_as(other, conn, now, limit=1)
         assert row.event_id == theirs
 
     stopping.stop()
