@@ -42,7 +42,7 @@ from commerce_api.app.services import Services
 from commerce_api.catalog import repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
-from commerce_api.core.pagination import DEFAULT_PAGE_SIZE
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, page
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
@@ -369,7 +369,8 @@ SEARCHES = [
 async def test_search_bodies_are_the_same_on_both_lanes(
     client: httpx.AsyncClient, client_key: str, services: Services, spy: Spy
 ) -> None:
-    """A search reads the database's index (never the snapshot), through the fast lane."""
+    """A search reads the database's index, through the fast lane (here before the snapshot
+    is built: its page from the database)."""
     await seed(services.db)
     for query in SEARCHES:
         url = f"/v1/products?{query}"
@@ -386,6 +387,60 @@ async def test_search_bodies_are_the_same_on_both_lanes(
     assert past["pagination"] == {"total": 8, "limit": 20, "offset": 500, "has_more": False}
     unicode = orjson.loads(await get_ok(client, f"/v1/products?{SEARCHES[3]}", client_key))
     assert unicode["pagination"]["total"] == 7  # "Ünïcödé <n>": every 4th from the 3rd
+
+
+SNAPSHOT_SEARCHES: list[tuple[str, str | None, int, int]] = [
+    ("item", None, 20, 0),
+    ("item", None, 3, 2),
+    ("item", None, 3, 7),  # the last one
+    ("item", None, 20, 500),  # past the end: the total still counted
+    ("line two", "books", 20, 0),
+    ("ünïcödé", None, 2, 1),
+    ("ünïcödé", "garden", 20, 0),
+    ("item", "nope", 20, 0),  # unknown category
+    ("nothing matches this", None, 20, 0),
+]
+
+
+@pytest.mark.parametrize("sort", SORTS)
+async def test_a_search_from_the_snapshot_is_the_databases_page_byte_for_byte(
+    sort: str, client: httpx.AsyncClient, client_key: str, services: Services
+) -> None:
+    """With a current snapshot a search takes only the matching ids from the index and pages
+    them in the snapshot's orders (a deep page costs what the first does): the very page the
+    database's own ``ORDER BY``, ``LIMIT`` and ``OFFSET`` give."""
+    await seed(services.db)
+    await wait_for_snapshot(services.read_path)
+    read_path = services.read_path
+    versions = await read_path.tracker.current()
+    for q, category, limit, offset in SNAPSHOT_SEARCHES:
+        words = repository.search_words(q)
+        total, rows = await read_path.reader.search(words, category, sort, limit, offset)
+        expected = orjson.dumps(
+            page([catalog_service.list_item(row) for row in rows], total, limit, offset)
+        )
+        matched = await read_path.reader.search_ids(words)
+        from_snapshot = read_path.catalog.search_page(
+            versions, matched, category, sort, limit, offset
+        )
+        assert from_snapshot == expected, (q, category, sort, limit, offset)
+
+
+async def test_a_search_with_a_current_snapshot_reads_no_page_from_the_database(
+    client: httpx.AsyncClient,
+    client_key: str,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await seed(services.db)
+    await wait_for_snapshot(services.read_path)
+
+    async def no_page(*_args: object) -> None:
+        raise AssertionError("a page read from the database")
+
+    monkeypatch.setattr(services.read_path.reader, "search", no_page)
+    found = orjson.loads(await get_ok(client, "/v1/products?q=item&sort=-price", client_key))
+    assert found["pagination"]["total"] == 8
 
 
 async def test_category_bodies_are_byte_identical_on_every_path(

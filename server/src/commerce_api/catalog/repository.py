@@ -154,6 +154,21 @@ def search_count(dialect: str, by_category: bool) -> Select[Any]:
     return select(func.count()).select_from(source).where(*conditions)
 
 
+@cache
+def search_ids(dialect: str) -> Select[Any]:
+    """The ids of the products holding the words of ``:match``, in no order, archived ones
+    too on SQLite (the read path orders and pages them from its snapshot of the catalogue,
+    which has the active products only): FTS5's matches need no read of the products."""
+    if dialect == "sqlite":
+        return (
+            select(_search_rows.c.product_id)
+            .select_from(_search.join(_search_rows, _search_rows.c.id == _search.c.rowid))
+            .where(_SQLITE_MATCHES)
+        )
+    source, conditions = _searched(dialect, by_category=False)
+    return select(products.c.id).select_from(source).where(*conditions)
+
+
 async def count_active(conn: AsyncConnection, category: str | None) -> int:
     total = await conn.scalar(select(func.count()).select_from(products).where(*_active(category)))
     return int(total or 0)

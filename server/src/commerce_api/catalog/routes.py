@@ -84,7 +84,7 @@ async def list_products(
     """
     limit = clamp(limit)
     if q is not None:
-        return RenderedJSON(await services.read_path.search(q, category, sort, limit, offset))
+        return RenderedJSON(await services.read_path.search(ctx, q, category, sort, limit, offset))
     cached = await services.read_path.page(ctx, category, limit, offset, sort)
     if cached is not None:
         return RenderedJSON(cached)

@@ -32,7 +32,13 @@ class CatalogReads(Authenticator, Protocol):
     async def categories(self, request: RequestContext) -> bytes | None: ...
 
     async def search(
-        self, q: str, category: str | None, sort: str, limit: int, offset: int
+        self,
+        request: RequestContext,
+        q: str,
+        category: str | None,
+        sort: str,
+        limit: int,
+        offset: int,
     ) -> bytes: ...
 
     async def product_body(self, request: RequestContext, product_id: str) -> bytes | None: ...

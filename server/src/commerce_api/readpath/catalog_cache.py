@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -26,6 +26,7 @@ from commerce_api.storage.freshness import ChangeTracker, Versions
 logger = logging.getLogger("commerce_api.readpath")
 
 
+T = TypeVar("T")
 PAGE_MEMO_BYTES = 4 * 1024 * 1024  # a client walking every page cannot make it grow past this
 
 
@@ -41,6 +42,11 @@ class Snapshot:
     # sort key); every key's lists share the same item objects.
     orders: dict[tuple[str | None, str], list[bytes]] = field(default_factory=dict)
     categories: bytes = b'{"data":[]}'  # the body of GET /v1/categories
+    # For searches (``search_page``): each product's index in list order, its category by that
+    # index, and per sort key each index's place in that key's overall order.
+    index_of: dict[str, int] = field(default_factory=dict)
+    category_at: list[str] = field(default_factory=list)
+    place: dict[str, list[int]] = field(default_factory=dict)
     # Pages already joined, by (category, sort, limit, offset): clients poll the same few pages.
     pages: dict[tuple[str | None, str, int, int], bytes] = field(default_factory=dict)
     pages_bytes: int = 0
@@ -52,7 +58,7 @@ def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
     return b'{"data":[' + b",".join(items) + b'],"pagination":' + meta + b"}"
 
 
-def _window(items: list[bytes], reverse: bool, limit: int, offset: int) -> list[bytes]:
+def _window(items: list[T], reverse: bool, limit: int, offset: int) -> list[T]:
     """The page's items: from the start of ``items``, or (``reverse``) from their end."""
     if not reverse:
         return items[offset : offset + limit]
@@ -94,6 +100,10 @@ class CatalogCache:
             return None
         return snapshot
 
+    def is_current(self, versions: Versions | None) -> bool:
+        """Whether the snapshot is current (if not, a rebuild starts)."""
+        return self._current(versions) is not None
+
     def categories(self, versions: Versions | None) -> bytes | None:
         """The category list's response body, or None when the snapshot is not current."""
         snapshot = self._current(versions)
@@ -123,6 +133,34 @@ class CatalogCache:
             snapshot.pages[key] = body
             snapshot.pages_bytes += len(body)
         return body
+
+    def search_page(
+        self,
+        versions: Versions | None,
+        matched: Iterable[str],
+        category: str | None,
+        sort: str,
+        limit: int,
+        offset: int,
+    ) -> bytes | None:
+        """The page of a search whose matches (product ids, from the full-text index) are
+        ``matched``, in ``sort`` order, or None when the snapshot is not current. Its cost
+        grows with the matches, never with the offset: their places in the order are sorted,
+        and the page is a window of them. A match the snapshot does not have yet (made since)
+        is left out until it has, as the lists leave it out."""
+        snapshot = self._current(versions)
+        if snapshot is None:
+            return None
+        key = sort.removeprefix("-")
+        index_of, category_at, place = snapshot.index_of, snapshot.category_at, snapshot.place[key]
+        places = sorted(
+            place[index]
+            for index in map(index_of.get, matched)
+            if index is not None and (category is None or category_at[index] == category)
+        )
+        ordered = snapshot.orders[None, key]
+        window = _window(places, sort.startswith("-"), limit, offset)
+        return page_body([ordered[at] for at in window], len(places), limit, offset)
 
     def _start_rebuild(self) -> None:
         if self._rebuild is None or self._rebuild.done():
@@ -155,14 +193,21 @@ class CatalogCache:
                     # right-sized (~230 bytes here).
                     items.append(bytes(memoryview(orjson.dumps(list_item(row)))))
                     categories.append(row.category)
+                    snapshot.index_of[row.id] = len(items) - 1
                     keys["price"].append(row.price_minor)
                     keys["name"].append(row.name)
             _add_order(snapshot, "created_at", items, categories, range(len(items)))
+            snapshot.category_at = categories
+            snapshot.place["created_at"] = list(range(len(items)))
             for key, values in keys.items():
                 await asyncio.sleep(0)  # the event loop between sorts
                 # A stable sort of items in list order: ties stay in (created_at, id) order.
                 ranks = sorted(range(len(items)), key=values.__getitem__)
                 _add_order(snapshot, key, items, categories, ranks)
+                place = [0] * len(items)
+                for at, index in enumerate(ranks):
+                    place[index] = at
+                snapshot.place[key] = place
         except Exception:
             logger.exception("could not build the catalogue snapshot")
             return

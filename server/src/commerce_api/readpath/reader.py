@@ -81,6 +81,12 @@ def search_statements(dialect: str, sort: str, by_category: bool) -> tuple[Prepa
     return _prepared(page, _DIALECTS[dialect]), _prepared(count, _DIALECTS[dialect])
 
 
+@cache
+def search_ids_statement(dialect: str) -> Prepared:
+    """``catalog.repository.search_ids`` for ``dialect``'s driver, compiled once."""
+    return _prepared(repository.search_ids(dialect), _DIALECTS[dialect])
+
+
 def _search_values(
     dialect: str, words: list[str], category: str | None, limit: int, offset: int
 ) -> dict[str, Any]:
@@ -113,6 +119,11 @@ class Reader(Protocol):
         word's beginning), and a page of their list fields in ``sort`` order."""
         ...
 
+    async def search_ids(self, words: list[str]) -> list[str]:
+        """The ids of the products holding ``words``, in no order (on SQLite archived ones
+        too: the snapshot has only the active ones)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -136,10 +147,7 @@ class SQLiteReader:
     def _search(
         self, words: list[str], category: str | None, sort: str, limit: int, offset: int
     ) -> tuple[int, list[ListRow]]:
-        if self._search_conn is None:
-            self._search_conn = open_sqlite(self._path)
-            self._search_conn.row_factory = None
-        conn = self._search_conn
+        conn = self._search_connection()
         page, count = search_statements("sqlite", sort, category is not None)
         values = _search_values("sqlite", words, category, limit, offset)
         conn.execute("BEGIN")  # the count and the page from one read snapshot
@@ -151,6 +159,22 @@ class SQLiteReader:
         finally:
             conn.execute("COMMIT")
         return total, [list_row(row) for row in rows]
+
+    async def search_ids(self, words: list[str]) -> list[str]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._searches, self._search_ids, words)
+
+    def _search_ids(self, words: list[str]) -> list[str]:
+        statement = search_ids_statement("sqlite")
+        values = {"match": repository.search_match("sqlite", words)}
+        rows = self._search_connection().execute(statement.sql, statement.arguments(values))
+        return [product_id for (product_id,) in rows]
+
+    def _search_connection(self) -> sqlite3.Connection:
+        if self._search_conn is None:
+            self._search_conn = open_sqlite(self._path)
+            self._search_conn.row_factory = None
+        return self._search_conn
 
     def _close_search(self) -> None:
         if self._search_conn is not None:
@@ -231,6 +255,12 @@ class PostgresReader:
             total = int(await conn.fetchval(count.sql, *count.arguments(values)))
             rows = await conn.fetch(page.sql, *page.arguments(values)) if offset < total else []
         return total, [SimpleNamespace(**dict(row)) for row in rows]
+
+    async def search_ids(self, words: list[str]) -> list[str]:
+        statement = search_ids_statement("postgresql")
+        values = {"match": repository.search_match("postgresql", words)}
+        rows = await self.pool.fetch(statement.sql, *statement.arguments(values))
+        return [row[0] for row in rows]
 
     async def _read_products(self, ids: list[str]) -> dict[str, SimpleNamespace]:
         rows = await self.pool.fetch(PRODUCTS_POSTGRESQL, list(set(ids)))

@@ -129,14 +129,27 @@ class ReadPath:
         return self.catalog.page(await self.versions(request), category, limit, offset, sort)
 
     async def search(
-        self, q: str, category: str | None, sort: str, limit: int, offset: int
+        self,
+        request: PerRequest,
+        q: str,
+        category: str | None,
+        sort: str,
+        limit: int,
+        offset: int,
     ) -> bytes:
         """A page of the products holding the words of ``q`` (``catalog.service.list_products``
-        explains the match), read from the database's full-text index: never cached, so always
-        current."""
+        explains the match), found in the database's full-text index (never cached): their
+        ids, ordered and paged from the catalogue snapshot, so a deep page costs what the
+        first does; while there is no current snapshot, the page from the database."""
         words = search_words(q)
         if not words:  # nothing to look for: nothing found
             return orjson.dumps(page([], 0, limit, offset))
+        versions = await self.versions(request)
+        if self.catalog.is_current(versions):
+            matched = await self.reader.search_ids(words)
+            body = self.catalog.search_page(versions, matched, category, sort, limit, offset)
+            if body is not None:
+                return body
         total, rows = await self.reader.search(words, category, sort, limit, offset)
         return orjson.dumps(page([list_item(row) for row in rows], total, limit, offset))
 
