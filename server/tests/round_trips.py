@@ -1,6 +1,7 @@
-"""A TCP relay in front of PostgreSQL that counts round trips: how many times a client spoke
+"""A TCP relay in front of PostgreSQL: it counts round trips (how many times a client spoke
 and then waited for the server's answer before speaking again — what a network's latency
-multiplies, whatever the driver batches into one write.
+multiplies, whatever the driver batches into one write), and it can cut the link and heal it
+(a network fault between the service and its database, the machine's PostgreSQL untouched).
 
 A turn starts when the client sends after the server has sent (or first): bytes the client
 sends while it has not heard back yet belong to the same turn (pipelined).
@@ -11,65 +12,74 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
 
 from sqlalchemy.engine import make_url
 
 
-@dataclass
-class TurnCounter:
-    port: int = 0
-    turns: int = 0
-    last_speaker: dict[int, bool] = field(default_factory=dict)
+class Relay:
+    def __init__(self, url: str) -> None:
+        target = make_url(url)
+        self.host = target.host or "127.0.0.1"
+        self.target_port = target.port or 5432
+        self.port = 0
+        self.turns = 0
+        self.last_speaker: dict[int, bool] = {}
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
 
     def url_for(self, url: str) -> str:
         """``url`` (``postgresql://…``) through this relay."""
         return make_url(url).set(host="127.0.0.1", port=self.port).render_as_string(False)
 
+    async def start(self) -> None:
+        """Listen (on the port it had, after a :meth:`cut`)."""
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        self.port = self.server.sockets[0].getsockname()[1]
 
-@asynccontextmanager
-async def counting_relay(url: str) -> AsyncIterator[TurnCounter]:
-    """A relay to the PostgreSQL server of ``url`` on a free local port, while in the block."""
-    target = make_url(url)
-    counter = TurnCounter()
-    tasks: set[asyncio.Task[None]] = set()
+    async def cut(self) -> None:
+        """Drop every link and refuse new ones, until :meth:`start` again."""
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+            self.server = None
+        for task in list(self.tasks):
+            task.cancel()
+        for task in list(self.tasks):
+            with suppress(asyncio.CancelledError):
+                await task
 
-    async def pipe(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: int, client: bool
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: int, client: bool
     ) -> None:
         try:
             while data := await reader.read(65536):
-                if client and not counter.last_speaker.get(link, False):
-                    counter.turns += 1
-                counter.last_speaker[link] = client
+                if client and not self.last_speaker.get(link, False):
+                    self.turns += 1
+                self.last_speaker[link] = client
                 writer.write(data)
                 await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
+        except ConnectionError:
             pass
         finally:
             writer.close()
 
-    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(
-            target.host or "127.0.0.1", target.port or 5432
-        )
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
         link = id(writer)
         for task in (
-            asyncio.create_task(pipe(reader, up_writer, link, True)),
-            asyncio.create_task(pipe(up_reader, writer, link, False)),
+            asyncio.create_task(self._pipe(reader, up_writer, link, True)),
+            asyncio.create_task(self._pipe(up_reader, writer, link, False)),
         ):
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    counter.port = server.sockets[0].getsockname()[1]
+
+@asynccontextmanager
+async def counting_relay(url: str) -> AsyncIterator[Relay]:
+    """A relay to the PostgreSQL server of ``url`` on a free local port, while in the block."""
+    relay = Relay(url)
+    await relay.start()
     try:
-        yield counter
+        yield relay
     finally:
-        server.close()
-        for task in list(tasks):
-            task.cancel()
-        for task in list(tasks):
-            with suppress(asyncio.CancelledError):
-                await task
-        await server.wait_closed()
+        await relay.cut()

@@ -34,6 +34,7 @@ from commerce_api.core.errors import (
 )
 from commerce_api.http.context import context
 from commerce_api.observability import metrics
+from commerce_api.storage.db import causes, is_database_unavailable
 
 logger = logging.getLogger("commerce_api")
 
@@ -54,12 +55,9 @@ _POSTGRES_DISK_FULL = "53100"  # SQLSTATE disk_full
 
 
 def is_storage_full(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it wraps: SQLAlchemy's ``orig``, a ``__cause__``) says the
-    database could not write because its disk is full."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    """Whether ``exc`` (or what it wraps) says the database could not write because its disk
+    is full."""
+    for current in causes(exc):
         if isinstance(current, sqlite3.Error) and (
             getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL
             or "database or disk is full" in str(current)
@@ -69,9 +67,10 @@ def is_storage_full(exc: BaseException) -> bool:
             return True
         if getattr(current, "sqlstate", None) == _POSTGRES_DISK_FULL:
             return True
-        orig = getattr(current, "orig", None)
-        current = orig if isinstance(orig, BaseException) else current.__cause__
     return False
+
+
+DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS = 2
 
 
 def unexpected_failure(
@@ -79,7 +78,8 @@ def unexpected_failure(
 ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     """Log an exception no handler knew and give its answer, for the middleware and the fast
     lane alike: a full disk is a 503 with ``Retry-After`` (nothing was written: the transaction
-    rolled back) and its own metric; anything else the contract's 500."""
+    rolled back) and its own metric, an unreachable database a 503 with ``Retry-After`` too;
+    anything else the contract's 500."""
     if is_storage_full(exc):
         metrics.STORAGE_FULL_ERRORS.inc()
         logger.error(
@@ -95,6 +95,20 @@ def unexpected_failure(
             request_id,
         )
         return 503, body, [(b"retry-after", str(STORAGE_FULL_RETRY_AFTER_SECONDS).encode())]
+    if is_database_unavailable(exc):
+        # One line, no traceback: during an outage every request would log the same one.
+        logger.warning(
+            "database unavailable: %s", type(exc).__name__, extra={"request_id": request_id}
+        )
+        body = error_body(
+            "server_error",
+            "service_unavailable",
+            "The service cannot reach its database right now. Retry shortly (with the same "
+            "Idempotency-Key for a write).",
+            request_id,
+        )
+        retry_after = str(DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS).encode()
+        return 503, body, [(b"retry-after", retry_after)]
     logger.error("unhandled error", exc_info=exc, extra={"request_id": request_id})
     return 500, server_error(request_id), []
 

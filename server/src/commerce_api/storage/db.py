@@ -127,11 +127,10 @@ class Database:
         """
         if not self.is_sqlite:
             async with self._write_engine.begin() as conn:
-                conn.info.pop(CHANGED, None)
-                try:
-                    yield conn
-                finally:
-                    changed: set[str] | None = conn.info.pop(CHANGED, None)
+                conn.info.pop(CHANGED, None)  # a failed transaction's notes, left behind
+                yield conn
+                # Not on an error: a connection lost meanwhile has no info left to read.
+                changed: set[str] | None = conn.info.pop(CHANGED, None)
             if changed:  # committed: this process's caches learn it before the caller goes on
                 for callback in list(_COMMIT_LISTENERS.get(self._url_key, ())):
                     callback(changed)
@@ -202,6 +201,37 @@ class Database:
         if self._batch_writer is not None:
             await self._batch_writer.dispose()
             self._batch_writer = None
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps: SQLAlchemy's ``orig``, then each ``__cause__``."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        orig = getattr(current, "orig", None)
+        current = orig if isinstance(orig, BaseException) else current.__cause__
+    return chain
+
+
+# PostgreSQL's SQLSTATEs of a server that cannot serve this connection now: class 08
+# (connection exception) and the shutdown and start-up states of class 57.
+_POSTGRES_UNAVAILABLE = ("08", "57P01", "57P02", "57P03")
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) says the database could not be reached or was lost
+    (restarting, the network cut): nothing was written, a retry may well succeed. SQLAlchemy
+    marks such an error ``connection_invalidated`` (and drops its pooled connections)."""
+    for current in causes(exc):
+        if getattr(current, "connection_invalidated", False) is True:
+            return True
+        sqlstate = getattr(current, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate.startswith(_POSTGRES_UNAVAILABLE):
+            return True
+        if isinstance(current, ConnectionError):  # refused, reset, broken pipe
+            return True
+    return False
 
 
 # A pooled PostgreSQL connection idle longer than this is pinged before it is handed out.

@@ -34,7 +34,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.coalescing import Rounds
-from commerce_api.storage.db import CHANGED, Database, Executor
+from commerce_api.storage.db import CHANGED, Database, Executor, is_database_unavailable
 from commerce_api.storage.instance import set_value
 
 logger = logging.getLogger("commerce_api.readpath")
@@ -301,8 +301,11 @@ class PostgresTracker:
         changes = self._changes
         try:
             versions, _ = await self._rounds.join(None)
-        except Exception:
-            logger.exception("could not read the change stamps")
+        except Exception as exc:
+            if is_database_unavailable(exc):  # one line, not a traceback per request
+                logger.warning("could not read the change stamps: database unavailable")
+            else:
+                logger.exception("could not read the change stamps")
             return None
         if not self.listening:
             return versions

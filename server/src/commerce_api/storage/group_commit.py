@@ -10,7 +10,8 @@ to commit. One commit per request caps writes at a few hundred a second whatever
   a change that is not durable. If the commit fails, every item of the batch gets the error and
   nothing of the batch is kept.
 - If the batch fails before its commit (a statement raised), each of its items is run again
-  alone, in a transaction of its own: one bad item fails only itself.
+  alone, in a transaction of its own: one bad item fails only itself. An item that failed
+  alone on a lost connection (a pooled one that died while idle) runs once more.
 - While a batch commits, the next requests queue up and form the next batch, so the batch grows
   with the load and one commit is shared by all the items it carries.
 - Items with the same ``exclusive`` key never share a batch (the later waits for the next one):
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from commerce_api.core.coalescing import RequestBatcher
-from commerce_api.storage.db import Database, Executor
+from commerce_api.storage.db import Database, Executor, is_database_unavailable
 
 logger = logging.getLogger("commerce_api.storage.db")
 
@@ -66,7 +67,9 @@ class GroupCommit(Generic[ItemT, ResultT]):
         """Finish the items already submitted."""
         await self._batcher.close()
 
-    async def _commit(self, batch: list[ItemT]) -> list[ResultT | BaseException]:
+    async def _commit(
+        self, batch: list[ItemT], *, again: bool = True
+    ) -> list[ResultT | BaseException]:
         """Each item's result, or the exception that stopped it."""
         ran = False
         try:
@@ -74,11 +77,19 @@ class GroupCommit(Generic[ItemT, ResultT]):
                 results = await self._run_batch(conn, batch)
                 ran = True
         except Exception as exc:
-            if ran or len(batch) == 1:
+            lost = is_database_unavailable(exc)
+            if not ran and (len(batch) > 1 or (lost and again)):
+                # Before the commit: nothing was kept. Each item alone, so one fails only
+                # itself; and once more after a lost connection (a pooled one that died while
+                # idle: SQLAlchemy has dropped the pool, the next is fresh).
+                return [
+                    outcome for item in batch for outcome in await self._commit([item], again=False)
+                ]
+            if lost:  # answered 503 with Retry-After; no traceback per batch during an outage
+                logger.warning("a batch of %d writes failed: database unavailable", len(batch))
+            else:
                 logger.exception("a batch of %d writes failed; none of it was kept", len(batch))
-                return [exc] * len(batch)
-            # Before the commit: nothing was kept. Each item alone, so one fails only itself.
-            return [outcome for item in batch for outcome in await self._commit([item])]
+            return [exc] * len(batch)
         finally:
             self.batches += 1
             self.items += len(batch)
