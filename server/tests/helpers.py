@@ -147,15 +147,22 @@ def self_signed_certificate(directory: Path, host: str) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def crash_after_writing_orders(monkeypatch: pytest.MonkeyPatch, message: str) -> None:
+def crash_after_writing_orders(
+    monkeypatch: pytest.MonkeyPatch, message: str, *, times: int | None = None
+) -> None:
     """Make the order desk raise ``RuntimeError(message)`` just after it wrote a batch's orders
     (SQLite: their rows, before the events; PostgreSQL: the orders, lines, events and
-    deliveries, one statement), before the stock is taken and the transaction commits."""
+    deliveries, one statement), before the stock is taken and the transaction commits; the
+    first ``times`` batches only, if given."""
+    crashes = 0
 
     def written_then_crash(write: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
         async def crash(*args: object, **kwargs: object) -> None:
+            nonlocal crashes
             await write(*args, **kwargs)
-            raise RuntimeError(message)
+            if times is None or crashes < times:
+                crashes += 1
+                raise RuntimeError(message)
 
         return crash
 

@@ -12,11 +12,10 @@ from fastapi import FastAPI
 from sqlalchemy import func, insert, select, update
 
 from commerce_api.accounts import service as accounts
-from commerce_api.events.service import record_events
 from commerce_api.http import idempotency
-from commerce_api.orders import placement
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys, products
+from tests import helpers
 from tests.conftest import KeyFactory
 from tests.factories import order_body
 from tests.helpers import bearer
@@ -384,16 +383,7 @@ async def test_a_server_error_is_not_stored_so_a_retry_runs_again(
 ) -> None:
     product_id = product_in_stock
     body = order_body((product_id, 2))
-    calls = 0
-
-    async def crash_once(*args: Any) -> list[str]:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise RuntimeError("transient")
-        return await record_events(*args)
-
-    monkeypatch.setattr(placement, "record_events", crash_once)
+    helpers.crash_after_writing_orders(monkeypatch, "transient", times=1)
     failed = await post(client, "/v1/orders", client_key, "retry-me", body)
     assert_error(failed, 500, "server_error")
     assert await key_rows(db) == []
