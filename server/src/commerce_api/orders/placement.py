@@ -176,6 +176,10 @@ async def place_batch(
         locked_keys = await _keys(conn, existing, lock=True)
         if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
             await repository.rollback_to_savepoint(conn)
+            # Rolling back to a savepoint also gives up the row locks taken after it
+            # (PostgreSQL's "Row-Level Locks"): take them again, and plan on what they hold.
+            locked_stock = await _products(conn, product_ids, lock=True)
+            locked_keys = await _keys(conn, existing, lock=True)
             plan = await _place(
                 conn, requests, locked_stock, locked_keys, now, currency, secret_box
             )
