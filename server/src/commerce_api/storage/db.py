@@ -78,6 +78,16 @@ def async_url(url: str) -> URL:
     )
 
 
+# PostgreSQL plans each execution of a prepared statement with its parameters (a custom plan),
+# never with a generic plan cached per connection: the order batch's statements join tables to
+# ``unnest`` of array parameters, and a generic plan made while a table was small (a new shop,
+# a fresh bench database) kept scanning it whole as it grew — until autovacuum's next ANALYZE,
+# minutes later — under a hot product's lock. Custom plans know each array's length and each
+# table's current size. Measured: PostgreSQL flash sale +11 % (hot) and +14 % (spread), reads
+# unchanged (bench/results/probe-flash-custom.md).
+SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
+
+
 class Database:
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self.url = async_url(url)
@@ -98,6 +108,7 @@ class Database:
                 pool_size=pool_size,
                 max_overflow=pool_size,
                 json_serializer=_json_text,
+                connect_args={"server_settings": SERVER_SETTINGS},
             )
             ping_when_idle(self.engine)
         self._write_engine = self.engine.execution_options(**{BEGIN_IMMEDIATE: True})
