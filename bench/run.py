@@ -796,7 +796,9 @@ def drain_outbox(
         count, started = delivered()
         time.sleep(1)  # warm-up, and a first estimate of the rate
         after, last = delivered()
-        rate = (after - count) / max(last - started, 0.001)
+        # At least one a second: a worker that delivered nothing in its first second (a busy
+        # machine) is measured for the full duration, not divided by zero.
+        rate = max((after - count) / max(last - started, 0.001), 1.0)
         seconds = min(float(args.duration), 0.8 * (backlog - after) / rate / args.rounds)
         if seconds < args.duration:
             print(
