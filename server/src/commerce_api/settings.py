@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     metrics: Literal["on", "off"] = "on"
     # An operator console session (/dashboard) ends after this long without a request.
     console_idle_seconds: int = Field(default=1800, ge=1)
+    # A product with at most this many units in stock is low on stock (the console's overview
+    # and its products page's low-stock filter).
+    low_stock_threshold: int = Field(default=5, ge=0)
     # `auto`: JSON lines when stderr is not a terminal, readable text when it is.
     log_format: LogFormat = "auto"
     log_level: LogLevel = "info"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy import ColumnElement, delete, func, literal, select, tuple_, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -73,30 +73,66 @@ async def list_accounts(conn: AsyncConnection) -> list[Row[Any]]:
     return list(result.all())
 
 
-def _catalogue(category: str | None, name: str | None) -> list[ColumnElement[bool]]:
+def _catalogue(
+    category: str | None, name: str | None, max_stock: int | None
+) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [products.c.archived_at.is_(None)]
     if category:
         conditions.append(products.c.category == category)
     if name:
         conditions.append(func.lower(products.c.name).contains(name.lower(), autoescape=True))
+    if max_stock is not None:
+        conditions.append(products.c.inventory_count <= max_stock)
     return conditions
 
 
-async def count_products(conn: AsyncConnection, category: str | None, name: str | None) -> int:
-    query = select(func.count()).select_from(products).where(*_catalogue(category, name))
+async def count_products(
+    conn: AsyncConnection, category: str | None, name: str | None, max_stock: int | None = None
+) -> int:
+    query = select(func.count()).select_from(products).where(*_catalogue(category, name, max_stock))
     return int(await conn.scalar(query) or 0)
 
 
 async def page_products(
-    conn: AsyncConnection, category: str | None, name: str | None, limit: int, offset: int
+    conn: AsyncConnection,
+    category: str | None,
+    name: str | None,
+    limit: int,
+    offset: int,
+    max_stock: int | None = None,
 ) -> Sequence[Row[Any]]:
-    """Active products with their stock, in the API's (created_at, id) order."""
+    """Active products with their stock, in the API's (created_at, id) order; with
+    ``max_stock``, only those with at most that many units."""
     result = await conn.execute(
         select(*DETAIL_COLUMNS)
-        .where(*_catalogue(category, name))
+        .where(*_catalogue(category, name, max_stock))
         .order_by(products.c.created_at, products.c.id)
         .limit(limit)
         .offset(offset)
+    )
+    return result.all()
+
+
+async def products_after(
+    conn: AsyncConnection,
+    category: str | None,
+    name: str | None,
+    max_stock: int | None,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> Sequence[Row[Any]]:
+    """The products of :func:`page_products` after ``after`` (a product's created_at and id),
+    by keyset: a deep chunk costs what the first does."""
+    conditions = _catalogue(category, name, max_stock)
+    if after is not None:
+        created_at, id_ = products.c.created_at, products.c.id
+        cursor = tuple_(literal(after[0], created_at.type), literal(after[1], id_.type))
+        conditions += [created_at >= after[0], tuple_(created_at, id_) > cursor]
+    result = await conn.execute(
+        select(*DETAIL_COLUMNS)
+        .where(*conditions)
+        .order_by(products.c.created_at, products.c.id)
+        .limit(limit)
     )
     return result.all()
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from commerce_api.console.pages import accounts, orders, overview, products, sign_in, webhooks
+from commerce_api.console.pages import (
+    accounts,
+    order_list,
+    orders,
+    overview,
+    products,
+    sign_in,
+    webhooks,
+)
 from commerce_api.console.pages.guard import ConsoleRoute
 from commerce_api.console.pages.render import PREFIX, SIGN_IN_URL
 
@@ -24,8 +32,8 @@ def uncounted(path: str) -> bool:
     return (path == PREFIX or path.startswith(PREFIX + "/")) and path != SIGN_IN_URL
 
 
-# One router, its routes in the order they are matched ("/products/new" and "/products/import"
-# before "/products/{product_id}").
+# One router, its routes in the order they are matched ("/products/new", "/products/import",
+# "/products/export" and "/products/bulk" before "/products/{product_id}"; so for orders).
 router = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=ConsoleRoute)
 for _name, _type in sign_in.STATIC_FILES:
     router.add_api_route(f"/static/{_name}", sign_in.static_file(_name, _type), methods=["GET"])
@@ -38,10 +46,17 @@ for _path, _method, _page in (
     ("/products/new", "GET", products.new_product_form),
     ("/products", "POST", products.create_product),
     ("/products/import", "POST", products.import_products),
+    ("/products/export", "GET", products.export_products),
+    ("/products/bulk", "POST", products.confirm_bulk),
+    ("/products/bulk/run", "POST", products.run_bulk),
     ("/products/{product_id}", "GET", products.product_page),
     ("/products/{product_id}", "POST", products.update_product),
     ("/products/{product_id}/archive", "POST", products.archive_product),
-    ("/orders", "GET", orders.orders_page),
+    ("/products/{product_id}/stock", "POST", products.set_stock),
+    ("/orders", "GET", order_list.orders_page),
+    ("/orders/export", "GET", order_list.export_orders),
+    ("/orders/bulk", "POST", order_list.confirm_bulk),
+    ("/orders/bulk/run", "POST", order_list.run_bulk),
     ("/orders/{order_id}", "GET", orders.order_page),
     ("/orders/{order_id}/status", "GET", orders.order_status),
     ("/orders/{order_id}/fulfil", "POST", orders.fulfil_order),

@@ -1,4 +1,5 @@
-"""The orders' pages: the list with its filters, and an order with its events and actions."""
+"""An order's page: its lines, address and events, its live status, Fulfil and Cancel. The
+list of orders is ``order_list``."""
 
 from __future__ import annotations
 
@@ -7,15 +8,7 @@ from starlette.responses import Response
 
 from commerce_api.console import repository
 from commerce_api.console.pages.guard import SessionDep
-from commerce_api.console.pages.render import (
-    PAGE_SIZE,
-    PREFIX,
-    change_then_redirect,
-    for_account,
-    page_number,
-    pagination,
-    render,
-)
+from commerce_api.console.pages.render import PREFIX, change_then_redirect, render
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError, error_response
 from commerce_api.events import service as event_service
@@ -23,40 +16,6 @@ from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.routing import json_response
 from commerce_api.orders import repository as orders_repository
 from commerce_api.orders import service as orders
-from commerce_api.orders.domain import OrderStatus
-
-STATUSES = [status.value for status in OrderStatus]
-
-
-async def orders_page(request: Request, services: ServicesDep, session: SessionDep) -> Response:
-    query = request.query_params
-    status = query.get("status", "") if query.get("status", "") in STATUSES else ""
-    customer_id = query.get("customer_id", "").strip()
-    account_id = query.get("account_id", "").strip()
-    number = page_number(request)
-    principal = for_account(session, account_id) if account_id else session.principal
-    async with services.db.read() as conn:
-        page = await orders.list_orders(
-            conn,
-            principal,
-            status=status or None,
-            customer_id=customer_id or None,
-            limit=PAGE_SIZE,
-            offset=(number - 1) * PAGE_SIZE,
-        )
-        account_rows = await repository.list_accounts(conn)
-    return render(
-        request,
-        "orders.html",
-        {
-            "nav": "orders",
-            "orders": page["data"],
-            "pages": pagination(number, page["pagination"]["total"]),
-            "statuses": STATUSES,
-            "accounts": account_rows,
-            "filters": {"status": status, "customer_id": customer_id, "account_id": account_id},
-        },
-    )
 
 
 async def _order_page(

@@ -36,6 +36,7 @@ NOTICES = {
     "product-created": "Product created.",
     "product-saved": "Product saved.",
     "product-archived": "Product archived: it is hidden from the catalogue, kept for orders.",
+    "stock-set": "Stock set.",
     "order-fulfilled": "Order fulfilled: an order.fulfilled event was sent.",
     "order-canceled": "Order canceled: its stock was returned.",
     "endpoint-enabled": "Endpoint re-enabled: its pending deliveries resume.",
