@@ -4,14 +4,17 @@ call, a refusal shown without stopping the others)."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import re
+from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from sqlalchemy import update
 
 from commerce_api.console.pages import exports
@@ -267,3 +270,64 @@ async def test_a_bulk_selection_out_of_bounds_changes_nothing(
         assert message in response.text
     order = await console.get(f"/v1/orders/{order_id}", headers=bearer(client_key))
     assert order.json()["status"] == "pending"
+
+
+async def test_the_export_sends_each_chunk_as_it_is_read(
+    app: FastAPI,
+    console: httpx.AsyncClient,
+    client_key: str,
+    product_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Streamed: the header goes before the first read, each chunk before the next read."""
+    monkeypatch.setattr(exports, "EXPORT_CHUNK", 2)
+    reads = 0
+    page_orders = orders_repository.page_orders
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await page_orders(*args, **kwargs)
+
+    monkeypatch.setattr(orders_repository, "page_orders", counted)
+    for _ in range(5):
+        await _order(console, client_key, product_id)
+    cookie = f"commerce_console_session={console.cookies['commerce_console_session']}"
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/dashboard/orders/export",
+        "raw_path": b"/dashboard/orders/export",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"testserver"), (b"cookie", cookie.encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    done = asyncio.Event()
+    sent: list[tuple[int, bytes]] = []  # the reads made when each part of the body was sent
+
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await done.wait()  # the client stays until the whole body has come
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200
+        elif message["type"] == "http.response.body":
+            sent.append((reads, message.get("body", b"")))
+            if not message.get("more_body"):
+                done.set()
+
+    await app(scope, receive, send)
+    parts = [(count, body.count(b"\r\n")) for count, body in sent if body]
+    assert parts == [(0, 1), (1, 2), (2, 2), (3, 1)]  # the header, then 2 + 2 + 1 orders
