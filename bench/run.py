@@ -127,6 +127,8 @@ class Run:
     # The server's CPU time per request (µs): its own process and children, over the run.
     # Unlike req/s, it barely moves when other work shares the machine.
     cpu_us: float = 0.0
+    # Responses wrk counted (2xx and not).
+    requests: int = 0
 
 
 @dataclass
@@ -222,6 +224,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 _LATENCY = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.MULTILINE)
 _RATE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.MULTILINE)
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
+_REQUESTS = re.compile(r"^\s+(\d+) requests in", re.MULTILINE)
 
 
 def wrk(
@@ -250,11 +253,13 @@ def wrk(
     non_2xx = _NON_2XX.search(out)
     if rate is None or "50" not in latencies or "99" not in latencies:
         raise RuntimeError(f"could not read wrk's output:\n{out}")
+    requests = _REQUESTS.search(out)
     return Run(
         float(rate.group(1)),
         latencies["50"],
         latencies["99"],
         int(non_2xx.group(1)) if non_2xx else 0,
+        requests=int(requests.group(1)) if requests else 0,
     )
 
 

@@ -1,0 +1,342 @@
+"""``make cluster``: the service scaled out over simulated hosts, with a round trip between the
+API hosts and the database; figures as ratios to the same path with no added delay.
+
+Hosts are network namespaces on this machine (``bench/cluster_hosts.py``): a database host
+with its own PostgreSQL and Redis, two API hosts (``commerce-api serve --no-dispatcher``), a
+worker host (``commerce-api worker``); the load (wrk) runs in the root namespace and reaches
+the API hosts over veth pairs with no added delay. Each app host's link to the database host
+goes through a user-space delay line (``bench/delayline.py``: this kernel has no netem), set
+per run to a round trip of 0, 0.5 and 2 ms (``--rtts``). Ratios are to the 0 ms run, which goes
+through the same line, so the line's own CPU is not counted against the delay.
+
+At each round trip: catalogue reads (the first page of the list; a product by id), then orders
+(one unit each, a fresh Idempotency-Key each) for one hot product and spread over 1,000
+products, with wrk against both API hosts at once (``--connections`` each). It reports req/s,
+the orders' p99, and the database round trips per order (the delay line's count of app ->
+database turns on the PostgreSQL flows of the two API hosts' links, over the orders stored).
+Afterwards it checks in SQL on the database host: every product's stock is its initial stock
+minus the units of its orders; every order has exactly one ``order.created`` event; each order
+run stored at least the orders wrk saw answered 2xx, and no more than those plus the requests
+in flight when wrk stopped. Any failure: exit status 1 (the table is written anyway).
+
+Results: ``bench/results/cluster.md`` (``--output``). Needs root, wrk, redis-server and
+PostgreSQL's binaries; everything it makes (namespaces, links, processes, files) is named with
+``--prefix`` (default ``cl<pid>``) and removed on exit, failure, SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import secrets
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+import httpx
+from cluster_hosts import API_PORT, PG_PORT, REDIS_PORT, Hosts, sh
+from run import BIN, RESULTS, ROOT, Run, order_body, order_script, prepare, wrk
+
+READS = {"list": "/v1/products?limit=20", "by id": "/v1/products/{id}"}
+ORDERS = ("hot", "spread")
+# Products whose stock is not their initial stock (10,000,000: bench/run.py's prepare) minus
+# the units of their orders (canceled ones gave theirs back).
+WRONG_STOCK = (
+    "SELECT p.id, p.inventory_count, COALESCE(s.units, 0) FROM products p LEFT JOIN "
+    "(SELECT i.product_id, SUM(i.quantity) AS units FROM order_items i JOIN orders o "
+    "ON o.id = i.order_id WHERE o.status <> 'canceled' GROUP BY i.product_id) s "
+    "ON s.product_id = p.id WHERE p.inventory_count <> 10000000 - COALESCE(s.units, 0)"
+)
+
+
+@dataclass
+class Row:
+    rtt_ms: float
+    measured_rtt_ms: float = 0.0
+    rate: dict[str, float] = field(default_factory=dict)
+    p99_ms: dict[str, float] = field(default_factory=dict)
+    round_trips: dict[str, float] = field(default_factory=dict)
+    lone_round_trips: float = 0.0
+    line_cpu_s: float = 0.0
+    late_ms: float = 0.0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rtts", default="0,0.5,2", help="round trips (ms), comma-separated")
+    parser.add_argument("--duration", type=int, default=4, help="seconds per scenario")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections per host")
+    parser.add_argument("--smoke", action="store_true", help="RTT 0 and 0.5 ms, 1 s each")
+    parser.add_argument("--prefix", default=f"cl{os.getpid()}", help="names of what it makes")
+    parser.add_argument("--output", type=Path, default=RESULTS / "cluster.md")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rtts, args.duration = "0,0.5", 1
+    args.rtt_list = [float(rtt) for rtt in args.rtts.split(",")]
+    if len(args.prefix) > 9:
+        parser.error("--prefix: at most 9 characters (interface names)")
+    return args
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Bench:
+    def __init__(self, hosts: Hosts, args: argparse.Namespace) -> None:
+        self.hosts = hosts
+        self.args = args
+        self.failures: list[str] = []
+        self.key = ""
+        self.hot = ""
+        self.ids: list[str] = []
+
+    def start(self) -> None:
+        hosts = self.hosts
+        admin_url = f"postgresql://postgres@{hosts.root_link('db')}:{PG_PORT}/postgres"
+        # Migrates (bench/run.py's prepare: the project's migrations), loads 1,000 products.
+        self.key, self.hot = asyncio.run(prepare(admin_url, 1000))
+        self.ids = [row[0] for row in hosts.sql("SELECT id FROM products ORDER BY id")]
+        base = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
+        base["COMMERCE_RATE_LIMIT_ENABLED"] = "false"
+        for host in ("api1", "api2", "worker"):
+            db = hosts.db_address(host)
+            env = {
+                **base,
+                "COMMERCE_DATABASE_URL": f"postgresql://postgres@{db}:{PG_PORT}/postgres",
+                "COMMERCE_REDIS_URL": f"redis://{db}:{REDIS_PORT}/0",
+            }
+            if host == "worker":
+                hosts.spawn(host, [str(BIN / "commerce-api"), "worker"], f"{host}.log", env)
+                continue
+            command = [str(BIN / "commerce-api"), "serve", "--no-dispatcher"]
+            command += ["--host", hosts.root_link(host), "--port", str(API_PORT)]
+            hosts.spawn(host, command, f"{host}.log", env)
+        for host in ("api1", "api2"):
+            hosts.wait_healthy(f"{self.base_url(host)}/healthz")
+
+    def base_url(self, host: str) -> str:
+        return f"http://{self.hosts.root_link(host)}:{API_PORT}"
+
+    def load(self, path: str, script: dict[str, str] | None = None, seconds: int = 0) -> Run:
+        """wrk against both API hosts at once; req/s summed, the worse p99 and p50."""
+        headers = {"Authorization": f"Bearer {self.key}"}
+        duration = seconds or self.args.duration
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(
+                pool.map(
+                    lambda host: wrk(
+                        self.base_url(host) + path,
+                        headers,
+                        duration,
+                        self.args.connections,
+                        (script or {}).get(host, ""),
+                        cpu=None,
+                    ),
+                    ("api1", "api2"),
+                )
+            )
+        total = Run(
+            sum(run.requests_per_second for run in runs),
+            max(run.p50_ms for run in runs),
+            max(run.p99_ms for run in runs),
+            sum(run.non_2xx for run in runs),
+        )
+        total.requests = sum(run.requests for run in runs)
+        return total
+
+    def measure(self, rtt_ms: float, work: Path) -> Row:
+        hosts, row = self.hosts, Row(rtt_ms)
+        hosts.tell(f"delay {rtt_ms / 2000}")
+        row.measured_rtt_ms = hosts.probe_rtt_ms()
+        line_pid = hosts.line.pid if hosts.line else 0
+        cpu_before = cpu_seconds(line_pid)
+        hosts.tell("reset")
+        for name, path in READS.items():
+            row.rate[name] = self.load(path.format(id=self.hot)).requests_per_second
+        for name in ORDERS:
+            self.order_run(name, row, work)
+        row.lone_round_trips = self.lone_order_round_trips()
+        row.line_cpu_s = cpu_seconds(line_pid) - cpu_before
+        return row
+
+    def order_run(self, name: str, row: Row, work: Path) -> None:
+        """Orders from both API hosts at once: one hot product, or spread over them all."""
+        hosts, rtt_ms = self.hosts, row.rtt_ms
+        products = [self.hot] if name == "hot" else self.ids
+        customer = f"cus_cluster_{name}_{rtt_ms:g}".replace(".", "_")
+        scripts = {
+            host: order_script(work / f"{name}-{host}.lua", products, customer)
+            for host in ("api1", "api2")
+        }
+        hosts.tell("reset")
+        run = self.load("/v1/orders", scripts)
+        time.sleep(1)  # the requests in flight when wrk stopped finish
+        stats = hosts.tell("stats")
+        turns = stats["turns"]
+        assert isinstance(turns, list)
+        row.late_ms = max(row.late_ms, float(str(stats["late_ms"])))
+        query = "SELECT count(*) FROM orders WHERE customer_id = '{}'"  # our own name, no input
+        stored = int(hosts.sql(query.format(customer))[0][0])
+        seen = run.requests - run.non_2xx
+        in_flight = 2 * self.args.connections
+        where = f"{rtt_ms:g} ms, orders {name}"
+        if run.non_2xx:
+            self.failures.append(f"{where}: {run.non_2xx} answers not 2xx")
+        if not seen <= stored <= seen + in_flight:
+            self.failures.append(f"{where}: wrk saw {seen} 2xx, {stored} orders stored")
+        row.rate[f"orders {name}"] = run.requests_per_second
+        row.p99_ms[name] = run.p99_ms
+        row.round_trips[name] = (turns[0] + turns[1]) / stored if stored else 0.0
+
+    def lone_order_round_trips(self) -> float:
+        """The round trips of one order placed alone (a batch of one), the median of three."""
+        counts = []
+        headers = {"Authorization": f"Bearer {self.key}"}
+        for _ in range(3):
+            self.hosts.tell("reset")
+            response = httpx.post(
+                f"{self.base_url('api1')}/v1/orders",
+                json=order_body(self.hot, "cus_cluster_lone"),
+                headers={**headers, "Idempotency-Key": secrets.token_hex(16)},
+                timeout=30,
+            )
+            if response.status_code != 201:
+                self.failures.append(f"a lone order answered {response.status_code}")
+            time.sleep(0.2)
+            turns = self.hosts.tell("stats")["turns"]
+            assert isinstance(turns, list)
+            counts.append(turns[0])
+        return float(statistics.median(counts))
+
+    def check(self) -> list[str]:
+        """The SQL checks on the database host: stock exact, one order.created per order."""
+        wrong_stock = self.hosts.sql(WRONG_STOCK)
+        events = self.hosts.sql(
+            "SELECT o.id, COUNT(e.id) FROM orders o LEFT JOIN events e ON e.order_id = o.id "
+            "AND e.type = 'order.created' GROUP BY o.id HAVING COUNT(e.id) <> 1"
+        )
+        orders, units = self.hosts.sql(
+            "SELECT COUNT(DISTINCT o.id), COALESCE(SUM(i.quantity), 0) FROM orders o "
+            "JOIN order_items i ON i.order_id = o.id"
+        )[0]
+        failures = [f"stock not exact: {row}" for row in wrong_stock[:10]]
+        failures += [f"order without exactly one order.created: {row}" for row in events[:10]]
+        summary = (
+            f"{orders} orders, {units} units: stock exact on every product "
+            f"({len(wrong_stock)} wrong), {len(events)} orders without exactly one order.created"
+        )
+        return [summary, *failures]
+
+
+def ratio(row: Row, base: Row, name: str) -> str:
+    rate = row.rate[name]
+    return f"{rate:,.0f}/s ({rate / base.rate[name]:.2f}x)" if base.rate[name] else f"{rate:,.0f}/s"
+
+
+def table(rows: list[Row]) -> str:
+    base = rows[0]
+    lines = [
+        "| RTT (measured) | reads list | reads by id | orders hot | orders spread "
+        "| p99 orders hot / spread | round trips per order hot / spread (a lone order) "
+        "| delay line CPU |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.rtt_ms:g} ms ({row.measured_rtt_ms:.2f}) | {ratio(row, base, 'list')} "
+            f"| {ratio(row, base, 'by id')} | {ratio(row, base, 'orders hot')} "
+            f"| {ratio(row, base, 'orders spread')} "
+            f"| {row.p99_ms['hot']:.1f} / {row.p99_ms['spread']:.1f} ms "
+            f"| {row.round_trips['hot']:.1f} / {row.round_trips['spread']:.1f} "
+            f"({row.lone_round_trips:g}) "
+            f"| {row.line_cpu_s:.1f} s |"
+        )
+    return "\n".join(lines)
+
+
+def report(
+    rows: list[Row], checks: list[str], failures: list[str], args: argparse.Namespace
+) -> str:
+    revision = sh("git", "-C", str(ROOT), "rev-parse", "--short", "HEAD", check=False).strip()
+    load = os.getloadavg()
+    status = (
+        "all checks passed" if not failures else "FAILED:\n" + "\n".join(f"- {f}" for f in failures)
+    )
+    return f"""# make cluster
+
+{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {revision}, {platform.machine()},
+{os.cpu_count()} CPUs (load average {load[0]:.1f} when it ended: a machine shared with other
+work, so absolute rates move from run to run; compare the ratios, each to the 0 ms row of the
+same run).
+
+Hosts: network namespaces on this machine (a database host with its own PostgreSQL and Redis,
+two API hosts, a worker host); the load from the root namespace, wrk -c{args.connections} against
+each API host at once, {args.duration} s per scenario. The app <-> database round trip is added by
+a user-space delay line (TUN devices, `bench/delayline.py`); "measured" is the median TCP
+connect time through it (the line's wake-up adds a little to the set delay). Ratios are to the
+0 ms row, which goes through the same line. Round trips per order: the line's count of
+app -> database turns on the two API hosts' PostgreSQL flows during the order run, over the
+orders stored (orders are placed in batches: a batch's round trips are shared by its orders);
+in brackets, those of one order placed alone (the median of three). Delay line CPU: its CPU
+seconds over the row's runs.
+
+{table(rows)}
+
+Correctness (SQL on the database host, after all runs): {checks[0]}.
+Order runs: each stored at least the orders wrk saw answered 2xx (and at most those plus the
+requests in flight when it stopped): {"yes" if not any("stored" in f for f in failures) else "no"}.
+
+Result: {status}
+"""
+
+
+def main() -> int:
+    args = parse_args()
+    work = Path(tempfile.mkdtemp(prefix=f"{args.prefix}-"))
+    work.chmod(0o711)  # PostgreSQL's data directory is inside, owned by the postgres user
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
+    hosts = Hosts(args.prefix, work / "hosts")
+    (work / "hosts").mkdir()
+    print(f"cluster: namespaces {args.prefix}-*, work in {work}", flush=True)
+    try:
+        hosts.make()
+        bench = Bench(hosts, args)
+        bench.start()
+        bench.load(READS["list"], seconds=1)  # warm-up
+        rows = []
+        for rtt in args.rtt_list:
+            rows.append(bench.measure(rtt, work))
+            print(table(rows).splitlines()[-1], flush=True)
+        checks = bench.check()
+        failures = bench.failures + checks[1:]
+        text = report(rows, checks, failures, args)
+        print(text)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+        return 1 if failures else 0
+    finally:
+        hosts.close()
+        shutil.rmtree(work, ignore_errors=True)
+        left = hosts.leftover_namespaces() + hosts.leftover_links()
+        if left:
+            print(f"cluster: could not remove {left}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
