@@ -67,6 +67,7 @@ class Row:
     p99_ms: dict[str, float] = field(default_factory=dict)
     round_trips: dict[str, float] = field(default_factory=dict)
     lone_round_trips: float = 0.0
+    lone_ms: float = 0.0
     line_cpu_s: float = 0.0
     late_ms: float = 0.0
 
@@ -167,7 +168,7 @@ class Bench:
             row.rate[name] = self.load(path.format(id=self.hot)).requests_per_second
         for name in ORDERS:
             self.order_run(name, row, work)
-        row.lone_round_trips = self.lone_order_round_trips()
+        row.lone_round_trips, row.lone_ms = self.lone_order()
         row.line_cpu_s = cpu_seconds(line_pid) - cpu_before
         return row
 
@@ -200,25 +201,28 @@ class Bench:
         row.p99_ms[name] = run.p99_ms
         row.round_trips[name] = (turns[0] + turns[1]) / stored if stored else 0.0
 
-    def lone_order_round_trips(self) -> float:
-        """The round trips of one order placed alone (a batch of one), the median of three."""
-        counts = []
+    def lone_order(self) -> tuple[float, float]:
+        """The round trips and latency (ms) of one order placed alone (a batch of one): the
+        medians of three."""
+        counts, latencies = [], []
         headers = {"Authorization": f"Bearer {self.key}"}
         for _ in range(3):
             self.hosts.tell("reset")
+            start = time.perf_counter()
             response = httpx.post(
                 f"{self.base_url('api1')}/v1/orders",
                 json=order_body(self.hot, "cus_cluster_lone"),
                 headers={**headers, "Idempotency-Key": secrets.token_hex(16)},
                 timeout=30,
             )
+            latencies.append((time.perf_counter() - start) * 1000)
             if response.status_code != 201:
                 self.failures.append(f"a lone order answered {response.status_code}")
             time.sleep(0.2)
             turns = self.hosts.tell("stats")["turns"]
             assert isinstance(turns, list)
             counts.append(turns[0])
-        return float(statistics.median(counts))
+        return float(statistics.median(counts)), statistics.median(latencies)
 
     def check(self) -> list[str]:
         """The SQL checks on the database host: stock exact, one order.created per order."""
@@ -249,8 +253,8 @@ def table(rows: list[Row]) -> str:
     base = rows[0]
     lines = [
         "| RTT (measured) | reads list | reads by id | orders hot | orders spread "
-        "| p99 orders hot / spread | round trips per order hot / spread (a lone order) "
-        "| delay line CPU |",
+        "| p99 orders hot / spread "
+        "| round trips per order hot / spread (a lone order's, its latency) | delay line CPU |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -260,7 +264,7 @@ def table(rows: list[Row]) -> str:
             f"| {ratio(row, base, 'orders spread')} "
             f"| {row.p99_ms['hot']:.1f} / {row.p99_ms['spread']:.1f} ms "
             f"| {row.round_trips['hot']:.1f} / {row.round_trips['spread']:.1f} "
-            f"({row.lone_round_trips:g}) "
+            f"(lone: {row.lone_round_trips:g}, {row.lone_ms:.1f} ms) "
             f"| {row.line_cpu_s:.1f} s |"
         )
     return "\n".join(lines)
@@ -289,8 +293,8 @@ connect time through it (the line's wake-up adds a little to the set delay). Rat
 0 ms row, which goes through the same line. Round trips per order: the line's count of
 app -> database turns on the two API hosts' PostgreSQL flows during the order run, over the
 orders stored (orders are placed in batches: a batch's round trips are shared by its orders);
-in brackets, those of one order placed alone (the median of three). Delay line CPU: its CPU
-seconds over the row's runs.
+in brackets, those of one order placed alone and its latency (medians of three). Delay line
+CPU: its CPU seconds over the row's runs.
 
 {table(rows)}
 
@@ -330,6 +334,9 @@ def main() -> int:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text)
         return 1 if failures else 0
+    except KeyboardInterrupt as interrupt:
+        print(f"cluster: interrupted ({interrupt or 'SIGINT'}); removing what it made", flush=True)
+        return 130
     finally:
         hosts.close()
         shutil.rmtree(work, ignore_errors=True)
