@@ -13,7 +13,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test test-latest lint format clean bench dist
+.PHONY: install serve test test-latest lint format clean bench cluster dist
 
 install: $(VENV)/.installed
 
@@ -86,3 +86,12 @@ clean:
 # Load test against a ceiling app; needs wrk (Debian/Ubuntu: sudo apt-get install wrk).
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+# The service over simulated hosts (issue 32): network namespaces on this machine (a database
+# host with its own PostgreSQL and Redis, two API hosts, a worker host), a round trip of 0, 0.5
+# and 2 ms added between the app hosts and the database by a user-space delay line (TUN
+# devices); reads and orders, round trips per order, SQL checks; bench/results/cluster.md.
+# Needs root, wrk, redis-server and PostgreSQL's binaries (initdb, pg_ctl). CLUSTER_ARGS: e.g.
+# --smoke, --rtts 0,1, --duration 3 (see bench/cluster.py --help).
+cluster: install
+	$(BIN)/python bench/cluster.py $(CLUSTER_ARGS)

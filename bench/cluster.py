@@ -11,7 +11,8 @@ through the same line, so the line's own CPU is not counted against the delay.
 
 At each round trip: catalogue reads (the first page of the list; a product by id), then orders
 (one unit each, a fresh Idempotency-Key each) for one hot product and spread over 1,000
-products, with wrk against both API hosts at once (``--connections`` each). It reports req/s,
+products, with wrk against both API hosts at once (``--connections`` each), ``--rounds`` times,
+each round running a scenario at every round trip in turn (the medians). It reports req/s,
 the orders' p99, and the database round trips per order (the delay line's count of app ->
 database turns on the PostgreSQL flows of the two API hosts' links, over the orders stored).
 Afterwards it checks in SQL on the database host: every product's stock is its initial stock
@@ -48,7 +49,7 @@ from cluster_hosts import API_PORT, PG_PORT, REDIS_PORT, Hosts, sh
 from run import BIN, RESULTS, ROOT, Run, order_body, order_script, prepare, wrk
 
 READS = {"list": "/v1/products?limit=20", "by id": "/v1/products/{id}"}
-ORDERS = ("hot", "spread")
+ORDERS = ("orders hot", "orders spread")
 # Products whose stock is not their initial stock (10,000,000: bench/run.py's prepare) minus
 # the units of their orders (canceled ones gave theirs back).
 WRONG_STOCK = (
@@ -61,28 +62,39 @@ WRONG_STOCK = (
 
 @dataclass
 class Row:
+    """One round trip's figures: each scenario's runs (one a round), medians reported."""
+
     rtt_ms: float
     measured_rtt_ms: float = 0.0
-    rate: dict[str, float] = field(default_factory=dict)
-    p99_ms: dict[str, float] = field(default_factory=dict)
-    round_trips: dict[str, float] = field(default_factory=dict)
+    runs: dict[str, list[Run]] = field(default_factory=dict)
+    turns: dict[str, int] = field(default_factory=dict)  # the order runs' round trips
+    stored: dict[str, int] = field(default_factory=dict)  # and the orders they stored
     lone_round_trips: float = 0.0
-    lone_ms: float = 0.0
     line_cpu_s: float = 0.0
-    late_ms: float = 0.0
+
+    def rate(self, name: str) -> float:
+        return statistics.median(run.requests_per_second for run in self.runs[name])
+
+    def p99_ms(self, name: str) -> float:
+        return statistics.median(run.p99_ms for run in self.runs[name])
+
+    def round_trips(self, name: str) -> float:
+        stored = self.stored.get(name, 0)
+        return self.turns.get(name, 0) / stored if stored else 0.0
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rtts", default="0,0.5,2", help="round trips (ms), comma-separated")
-    parser.add_argument("--duration", type=int, default=4, help="seconds per scenario")
+    parser.add_argument("--duration", type=int, default=3, help="seconds per run")
+    parser.add_argument("--rounds", type=int, default=2, help="runs per scenario and RTT")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections per host")
     parser.add_argument("--smoke", action="store_true", help="RTT 0 and 0.5 ms, 1 s each")
     parser.add_argument("--prefix", default=f"cl{os.getpid()}", help="names of what it makes")
     parser.add_argument("--output", type=Path, default=RESULTS / "cluster.md")
     args = parser.parse_args()
     if args.smoke:
-        args.rtts, args.duration = "0,0.5", 1
+        args.rtts, args.duration, args.rounds = "0,0.5", 1, 1
     args.rtt_list = [float(rtt) for rtt in args.rtts.split(",")]
     if len(args.prefix) > 9:
         parser.error("--prefix: at most 9 characters (interface names)")
@@ -157,28 +169,39 @@ class Bench:
         total.requests = sum(run.requests for run in runs)
         return total
 
-    def measure(self, rtt_ms: float, work: Path) -> Row:
-        hosts, row = self.hosts, Row(rtt_ms)
-        hosts.tell(f"delay {rtt_ms / 2000}")
-        row.measured_rtt_ms = hosts.probe_rtt_ms()
+    def measure(self, rtts: list[float], work: Path) -> list[Row]:
+        """Each scenario in ``--rounds`` rounds, each round at every round trip in turn (a
+        machine whose speed drifts moves every row alike); then a lone order at each."""
+        hosts = self.hosts
+        rows = [Row(rtt) for rtt in rtts]
+        for row in rows:
+            hosts.tell(f"delay {row.rtt_ms / 2000}")
+            row.measured_rtt_ms = hosts.probe_rtt_ms()
         line_pid = hosts.line.pid if hosts.line else 0
-        cpu_before = cpu_seconds(line_pid)
-        hosts.tell("reset")
-        for name, path in READS.items():
-            row.rate[name] = self.load(path.format(id=self.hot)).requests_per_second
-        for name in ORDERS:
-            self.order_run(name, row, work)
-        row.lone_round_trips, row.lone_ms = self.lone_order()
-        row.line_cpu_s = cpu_seconds(line_pid) - cpu_before
-        return row
+        for name in (*READS, *ORDERS):
+            for round_ in range(self.args.rounds):
+                for row in rows:
+                    hosts.tell(f"delay {row.rtt_ms / 2000}")
+                    cpu_before = cpu_seconds(line_pid)
+                    if name in READS:
+                        run = self.load(READS[name].format(id=self.hot))
+                        row.runs.setdefault(name, []).append(run)
+                    else:
+                        self.order_run(name, row, work, round_)
+                    row.line_cpu_s += cpu_seconds(line_pid) - cpu_before
+            print(f"cluster: {name} measured", flush=True)
+        for row in rows:
+            hosts.tell(f"delay {row.rtt_ms / 2000}")
+            row.lone_round_trips = self.lone_order_round_trips()
+        return rows
 
-    def order_run(self, name: str, row: Row, work: Path) -> None:
+    def order_run(self, name: str, row: Row, work: Path, round_: int) -> None:
         """Orders from both API hosts at once: one hot product, or spread over them all."""
         hosts, rtt_ms = self.hosts, row.rtt_ms
-        products = [self.hot] if name == "hot" else self.ids
-        customer = f"cus_cluster_{name}_{rtt_ms:g}".replace(".", "_")
+        products = [self.hot] if name == "orders hot" else self.ids
+        customer = f"cus_cluster_{name}_{rtt_ms:g}_{round_}".replace(".", "_").replace(" ", "_")
         scripts = {
-            host: order_script(work / f"{name}-{host}.lua", products, customer)
+            host: order_script(work / f"{customer}-{host}.lua", products, customer)
             for host in ("api1", "api2")
         }
         hosts.tell("reset")
@@ -187,42 +210,40 @@ class Bench:
         stats = hosts.tell("stats")
         turns = stats["turns"]
         assert isinstance(turns, list)
-        row.late_ms = max(row.late_ms, float(str(stats["late_ms"])))
         query = "SELECT count(*) FROM orders WHERE customer_id = '{}'"  # our own name, no input
         stored = int(hosts.sql(query.format(customer))[0][0])
         seen = run.requests - run.non_2xx
         in_flight = 2 * self.args.connections
-        where = f"{rtt_ms:g} ms, orders {name}"
+        where = f"{rtt_ms:g} ms, {name}"
         if run.non_2xx:
             self.failures.append(f"{where}: {run.non_2xx} answers not 2xx")
         if not seen <= stored <= seen + in_flight:
             self.failures.append(f"{where}: wrk saw {seen} 2xx, {stored} orders stored")
-        row.rate[f"orders {name}"] = run.requests_per_second
-        row.p99_ms[name] = run.p99_ms
-        row.round_trips[name] = (turns[0] + turns[1]) / stored if stored else 0.0
+        row.runs.setdefault(name, []).append(run)
+        row.turns[name] = row.turns.get(name, 0) + turns[0] + turns[1]
+        row.stored[name] = row.stored.get(name, 0) + stored
 
-    def lone_order(self) -> tuple[float, float]:
-        """The round trips and latency (ms) of one order placed alone (a batch of one): the
-        medians of three."""
-        counts, latencies = [], []
+    def lone_order_round_trips(self) -> float:
+        """The round trips of one order placed alone (a batch of one): the median of three.
+        (Not its latency: on a loaded machine a lone request, even a cached GET, waited
+        100-400 ms for its processes to be scheduled.)"""
+        counts = []
         headers = {"Authorization": f"Bearer {self.key}"}
         for _ in range(3):
             self.hosts.tell("reset")
-            start = time.perf_counter()
             response = httpx.post(
                 f"{self.base_url('api1')}/v1/orders",
                 json=order_body(self.hot, "cus_cluster_lone"),
                 headers={**headers, "Idempotency-Key": secrets.token_hex(16)},
                 timeout=30,
             )
-            latencies.append((time.perf_counter() - start) * 1000)
             if response.status_code != 201:
                 self.failures.append(f"a lone order answered {response.status_code}")
             time.sleep(0.2)
             turns = self.hosts.tell("stats")["turns"]
             assert isinstance(turns, list)
             counts.append(turns[0])
-        return float(statistics.median(counts)), statistics.median(latencies)
+        return float(statistics.median(counts))
 
     def check(self) -> list[str]:
         """The SQL checks on the database host: stock exact, one order.created per order."""
@@ -245,8 +266,8 @@ class Bench:
 
 
 def ratio(row: Row, base: Row, name: str) -> str:
-    rate = row.rate[name]
-    return f"{rate:,.0f}/s ({rate / base.rate[name]:.2f}x)" if base.rate[name] else f"{rate:,.0f}/s"
+    rate, base_rate = row.rate(name), base.rate(name)
+    return f"{rate:,.0f}/s ({rate / base_rate:.2f}x)" if base_rate else f"{rate:,.0f}/s"
 
 
 def table(rows: list[Row]) -> str:
@@ -254,7 +275,7 @@ def table(rows: list[Row]) -> str:
     lines = [
         "| RTT (measured) | reads list | reads by id | orders hot | orders spread "
         "| p99 orders hot / spread "
-        "| round trips per order hot / spread (a lone order's, its latency) | delay line CPU |",
+        "| round trips per order hot / spread (a lone order's) | delay line CPU |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -262,9 +283,9 @@ def table(rows: list[Row]) -> str:
             f"| {row.rtt_ms:g} ms ({row.measured_rtt_ms:.2f}) | {ratio(row, base, 'list')} "
             f"| {ratio(row, base, 'by id')} | {ratio(row, base, 'orders hot')} "
             f"| {ratio(row, base, 'orders spread')} "
-            f"| {row.p99_ms['hot']:.1f} / {row.p99_ms['spread']:.1f} ms "
-            f"| {row.round_trips['hot']:.1f} / {row.round_trips['spread']:.1f} "
-            f"(lone: {row.lone_round_trips:g}, {row.lone_ms:.1f} ms) "
+            f"| {row.p99_ms('orders hot'):.0f} / {row.p99_ms('orders spread'):.0f} ms "
+            f"| {row.round_trips('orders hot'):.2f} / {row.round_trips('orders spread'):.2f} "
+            f"({row.lone_round_trips:g}) "
             f"| {row.line_cpu_s:.1f} s |"
         )
     return "\n".join(lines)
@@ -287,14 +308,16 @@ same run).
 
 Hosts: network namespaces on this machine (a database host with its own PostgreSQL and Redis,
 two API hosts, a worker host); the load from the root namespace, wrk -c{args.connections} against
-each API host at once, {args.duration} s per scenario. The app <-> database round trip is added by
-a user-space delay line (TUN devices, `bench/delayline.py`); "measured" is the median TCP
-connect time through it (the line's wake-up adds a little to the set delay). Ratios are to the
-0 ms row, which goes through the same line. Round trips per order: the line's count of
-app -> database turns on the two API hosts' PostgreSQL flows during the order run, over the
-orders stored (orders are placed in batches: a batch's round trips are shared by its orders);
-in brackets, those of one order placed alone and its latency (medians of three). Delay line
-CPU: its CPU seconds over the row's runs.
+each API host at once, {args.duration} s a run, {args.rounds} round(s): the medians (each round
+runs a scenario at every round trip in turn, so that the machine's drift moves each row alike).
+The app <-> database round trip is added by a user-space delay line (TUN devices,
+`bench/delayline.py`); "measured" is the median TCP connect time through it (the line's
+wake-up adds a little to the set delay). Ratios are to the 0 ms row, which goes through the
+same line. Round trips per order: the line's count of app -> database turns on the two API
+hosts' PostgreSQL flows during the order runs, over the orders stored (orders are placed in
+batches: a batch's round trips are shared by its orders); in brackets, those of one order
+placed alone (the median of three). Delay line CPU: its CPU
+seconds over the row's runs.
 
 {table(rows)}
 
@@ -323,10 +346,7 @@ def main() -> int:
         bench = Bench(hosts, args)
         bench.start()
         bench.load(READS["list"], seconds=1)  # warm-up
-        rows = []
-        for rtt in args.rtt_list:
-            rows.append(bench.measure(rtt, work))
-            print(table(rows).splitlines()[-1], flush=True)
+        rows = bench.measure(args.rtt_list, work)
         checks = bench.check()
         failures = bench.failures + checks[1:]
         text = report(rows, checks, failures, args)
