@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import repository as catalog
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import PRODUCT_SEARCH_COLUMN, in_metadata, metadata
+from commerce_api.storage.tables import in_metadata, metadata
 from tests.helpers import head_revision
 
 EXPECTED_COLUMNS = {
@@ -55,10 +55,9 @@ NULLABLE = {
 
 
 def expected_columns(table: str, url: str) -> set[str]:
-    """A table's columns on the backend of ``url``: PostgreSQL's products have their full-text
-    index's (0009)."""
-    if table == "products" and not url.startswith("sqlite"):
-        return EXPECTED_COLUMNS[table] | {PRODUCT_SEARCH_COLUMN}
+    """A table's columns (the same on both backends since 0012 moved PostgreSQL's words off
+    the products' rows)."""
+    del url
     return EXPECTED_COLUMNS[table]
 
 
@@ -118,7 +117,7 @@ async def test_tables_have_the_expected_columns(db: Database) -> None:
     for table in EXPECTED_COLUMNS:
         assert set(schema["columns"][table]) == expected_columns(table, str(db.url)), table
         nullable = {name for name, info in schema["columns"][table].items() if info["nullable"]}
-        assert nullable - {PRODUCT_SEARCH_COLUMN} == NULLABLE[table], table
+        assert nullable == NULLABLE[table], table
     assert "ix_api_keys_account_id" in schema["indexes"]["api_keys"]
     assert {"ix_products_active_order", "ix_products_active_category_order"} <= schema["indexes"][
         "products"
@@ -414,9 +413,49 @@ async def test_0009_indexes_the_products_before_it_for_search(empty_database_url
         assert await conn.scalar(text("SELECT count(*) FROM products")) == 3
         schema = await conn.run_sync(_describe)
         assert "product_search" not in schema["tables"]
-        assert PRODUCT_SEARCH_COLUMN not in schema["columns"]["products"]
+        assert "search" not in schema["columns"]["products"]  # PostgreSQL's 0009 column
 
     await _round_trip(empty_database_url, "0008", rows, up, down)
+
+
+async def test_0012_moves_postgresql_words_off_the_products_and_back(
+    empty_database_url: str,
+) -> None:
+    """0012 (PostgreSQL; nothing on SQLite) moves each product's words into
+    ``product_search_words``, kept by a trigger that a stock change does not fire; down again,
+    the generated column is back."""
+    when = "'2026-01-01 00:00:00'"
+    rows = [
+        "INSERT INTO products (id, name, description, price_minor, category, inventory_count, "
+        f"created_at, updated_at) VALUES ('prod_1', 'Dotted notebook', 'A5', 100, 'books', 5, "
+        f"{when}, {when})"
+    ]
+
+    async def up(conn: AsyncConnection) -> None:
+        async def found(q: str) -> list[str]:
+            dialect = conn.dialect.name
+            match = catalog.search_match(dialect, catalog.search_words(q))
+            statement = catalog.search_page(dialect, "name", False)
+            rows = await conn.execute(statement, {"match": match, "limit": 100, "offset": 0})
+            return [row.id for row in rows]
+
+        assert await found("dotted") == ["prod_1"]
+        await conn.execute(text("UPDATE products SET inventory_count = 4 WHERE id = 'prod_1'"))
+        await conn.execute(text("UPDATE products SET name = 'Ruled pad' WHERE id = 'prod_1'"))
+        assert await found("dotted") == []
+        assert await found("ruled pad") == ["prod_1"]
+        if conn.dialect.name == "postgresql":
+            schema = await conn.run_sync(_describe)
+            assert "search" not in schema["columns"]["products"]
+
+    async def down(conn: AsyncConnection) -> None:
+        if conn.dialect.name == "postgresql":
+            matched = await conn.scalar(
+                text("SELECT id FROM products WHERE search @@ to_tsquery('simple', 'dotted')")
+            )
+            assert matched == "prod_1"
+
+    await _round_trip(empty_database_url, "0011", rows, up, down)
 
 
 async def test_0010_admits_publishable_keys_and_keeps_keys_and_console_sessions(

@@ -75,8 +75,11 @@ _SQLITE_SEARCHED = products.join(_search_rows, _search_rows.c.product_id == prod
     _search, _search.c.rowid == _search_rows.c.id
 )
 _SQLITE_MATCHES = text("product_search MATCH :match")
-# PostgreSQL: the generated ``tsvector`` and its GIN index.
-_POSTGRESQL_MATCHES = text("products.search @@ to_tsquery('simple', :match)")
+# PostgreSQL: each product's words in ``product_search_words`` and its GIN index (migration
+# 0012), joined to the products.
+_words = table("product_search_words", column("product_id", String))
+_POSTGRESQL_SEARCHED = products.join(_words, _words.c.product_id == products.c.id)
+_POSTGRESQL_MATCHES = text("product_search_words.words @@ to_tsquery('simple', :match)")
 
 
 def search_words(q: str) -> list[str]:
@@ -107,7 +110,7 @@ def _searched(dialect: str, by_category: bool) -> tuple[FromClause, list[ColumnE
         conditions.append(_SQLITE_MATCHES)  # type: ignore[arg-type]
         return _SQLITE_SEARCHED, conditions
     conditions.append(_POSTGRESQL_MATCHES)  # type: ignore[arg-type]
-    return products, conditions
+    return _POSTGRESQL_SEARCHED, conditions
 
 
 def by_code_point(dialect: str, column: ColumnElement[str]) -> ColumnElement[str]:
@@ -157,16 +160,16 @@ def search_count(dialect: str, by_category: bool) -> Select[Any]:
 @cache
 def search_ids(dialect: str) -> Select[Any]:
     """The ids of the products holding the words of ``:match``, in no order, archived ones
-    too on SQLite (the read path orders and pages them from its snapshot of the catalogue,
-    which has the active products only): FTS5's matches need no read of the products."""
+    too (the read path orders and pages them from its snapshot of the catalogue, which has the
+    active products only): read from the full-text index alone, never from the products —
+    there, a planner that misjudged how many products are active would scan them all."""
     if dialect == "sqlite":
         return (
             select(_search_rows.c.product_id)
             .select_from(_search.join(_search_rows, _search_rows.c.id == _search.c.rowid))
             .where(_SQLITE_MATCHES)
         )
-    source, conditions = _searched(dialect, by_category=False)
-    return select(products.c.id).select_from(source).where(*conditions)
+    return select(_words.c.product_id).where(_POSTGRESQL_MATCHES)
 
 
 async def count_active(conn: AsyncConnection, category: str | None) -> int:

@@ -130,24 +130,18 @@ products = Table(
     ),
 )
 
-# Full-text search over products' name and description (migration 0009), in each backend's
-# own index: on SQLite an FTS5 table (``product_search``, contentless) whose rows are numbered
-# by ``product_search_rows`` (a product id per integer, stable across VACUUM), both kept in step
-# by triggers on ``products``; on PostgreSQL the generated ``tsvector`` column ``products.search``
-# with its GIN index. SQLAlchemy's tables cannot spell either, so they stay out of ``metadata``
-# and the schema comparison (``in_metadata``) skips them by name.
+# Full-text search over products' name and description, in each backend's own index: on
+# SQLite an FTS5 table (``product_search``, contentless, migration 0009) whose rows are numbered
+# by ``product_search_rows`` (a product id per integer, stable across VACUUM); on PostgreSQL
+# ``product_search_words`` (a ``tsvector`` per product, GIN-indexed, migration 0012); each kept
+# in step by triggers on ``products``. SQLAlchemy's tables cannot spell them, so they stay out
+# of ``metadata`` and the schema comparison (``in_metadata``) skips them by name.
 PRODUCT_SEARCH_PREFIX = "product_search"
-PRODUCT_SEARCH_COLUMN = "search"
-PRODUCT_SEARCH_INDEX = "ix_products_search"
 
 
 def in_metadata(name: str | None, type_: str, parent_names: Any) -> bool:
     """Alembic's ``include_name`` hook: False for the full-text objects declared above."""
-    if type_ == "table":
-        return not (name or "").startswith(PRODUCT_SEARCH_PREFIX)
-    if type_ == "column" and parent_names.get("table_name") == "products":
-        return name != PRODUCT_SEARCH_COLUMN
-    return not (type_ == "index" and name == PRODUCT_SEARCH_INDEX)
+    return not (type_ == "table" and (name or "").startswith(PRODUCT_SEARCH_PREFIX))
 
 
 # The condition of the pending orders' partial index, spelled as a query must spell it for
