@@ -39,7 +39,7 @@ _UP = [
     "INSERT INTO product_search_words (product_id, words) SELECT id, search FROM products",
     "CREATE INDEX ix_product_search_words ON product_search_words USING gin (words)"
     " WITH (fastupdate = off)",
-    "CREATE FUNCTION product_search_words() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "CREATE FUNCTION product_search_words() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "  # noqa: S608 - constants only
     "INSERT INTO product_search_words (product_id, words) "
     f"VALUES (NEW.id, {_WORDS.format(row='NEW.')}) "
     "ON CONFLICT (product_id) DO UPDATE SET words = excluded.words; "
