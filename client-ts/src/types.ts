@@ -69,6 +69,13 @@ export type OrderItemParam = G.OrderItemCreate;
 export type ShippingAddressParam = G.ShippingAddress;
 export type CountryCode = G.ShippingAddress["country"];
 export type OrderCreateParams = G.OrderCreate;
+/** The parcel's tracking on a fulfilled order (`order.tracking`, null until then). */
+export type Tracking = G.Tracking;
+/** `orders.fulfill(id, { tracking })`: `carrier` and `number` (1 to 100 characters), `url`
+ * optional (https). */
+export type TrackingParam = G.TrackingCreate;
+/** `orders.fulfill(id, params)`: `tracking` optional. */
+export type OrderFulfillParams = G.OrderFulfill;
 /** `orders.list()`: newest first; `starting_after` for the page after that order. */
 export type OrderListParams = WithTimestamps<G.Operations["list_orders"]["query"]>;
 
@@ -169,6 +176,7 @@ type _UpdateKeys = Assert<Equals<keyof WebhookEndpointUpdateParams, keyof G.Webh
 type _UpdateWider = Assert<[G.WebhookEndpointUpdate] extends [WebhookEndpointUpdateParams] ? true : false>;
 /** The request bodies the resources send are the documented ones. */
 type _OrderCreateBody = Assert<Equals<OrderCreateParams, G.Operations["create_order"]["body"]>>;
+type _OrderFulfillBody = Assert<Equals<OrderFulfillParams | null, G.Operations["fulfill_order"]["body"]>>;
 type _EndpointCreateBody = Assert<Equals<WebhookEndpointCreateParams, G.Operations["create_webhook_endpoint"]["body"]>>;
 type _EndpointUpdateBody = Assert<Equals<G.WebhookEndpointUpdate, G.Operations["update_webhook_endpoint"]["body"]>>;
 /** The responses the resources return are the documented ones. */
@@ -207,7 +215,7 @@ type _OrderStatus = Assert<Equals<OrderStatus, "pending" | "fulfilled" | "cancel
 export type __TypeChecks = [
   _EventTypes, _OrderEventTypes, _EventKeys, _EventShape, _EventWithDeliveriesKeys,
   _EventWithDeliveriesShape, _UpdateKeys, _UpdateWider, _OrderCreateBody, _EndpointCreateBody,
-  _EndpointUpdateBody, _ProductGet, _ProductList, _OrderGet, _OrderCancel, _OrderFulfill,
+  _EndpointUpdateBody, _OrderFulfillBody, _ProductGet, _ProductList, _OrderGet, _OrderCancel, _OrderFulfill,
   _EndpointCreate, _EndpointRotate, _EndpointGet, _EndpointDelete, _EventGet, _EventRedeliver,
   _EventList, _OrderListQuery, _EventListQuery, _DeliveryStatus, _OrderStatus, _ProductCreateBody,
   _ProductUpdateBody, _ProductCreate, _ProductUpdate, _ProductArchive, _ProductSearch, _ProductSort,

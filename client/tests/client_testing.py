@@ -148,6 +148,7 @@ def order_json(**overrides: object) -> dict[str, Any]:
         "updated_at": "2026-11-21T08:12:41.123Z",
         "fulfilled_at": None,
         "canceled_at": None,
+        "tracking": None,
         "version": 1,
         **overrides,
     }

@@ -10,7 +10,7 @@ import pytest
 from client_testing import BOOKS, E2EServer
 
 import commerce_client
-from commerce_client import AsyncClient, Order, ShippingAddressParam
+from commerce_client import AsyncClient, Order, ShippingAddressParam, Tracking
 
 pytestmark = pytest.mark.slow
 
@@ -70,6 +70,21 @@ async def test_fulfil_in_the_sandbox(async_api: AsyncClient, e2e_server: E2EServ
     assert fulfilled.status == "fulfilled"
     page = await async_api.orders.list(status="fulfilled", customer_id=order.customer_id)
     assert [o.id for o in page.data] == [order.id]
+
+
+async def test_a_tracking_url_must_be_https_and_its_error_names_it(
+    async_api: AsyncClient, e2e_server: E2EServer
+) -> None:
+    order = await place(async_api, e2e_server.books[8])
+    with pytest.raises(commerce_client.ValidationFailedError) as caught:
+        await async_api.orders.fulfill(
+            order.id,
+            tracking={"carrier": "UPS", "number": "1Z", "url": "http://track.example/1Z"},
+        )
+    assert caught.value.details == "tracking.url"
+    assert (await async_api.orders.get(order.id)).status == "pending"
+    fulfilled = await async_api.orders.fulfill(order.id, tracking={"carrier": "DHL", "number": "42"})
+    assert fulfilled.tracking == Tracking(carrier="DHL", number="42", url=None)
 
 
 async def test_out_of_stock_is_a_conflict(async_api: AsyncClient, e2e_server: E2EServer) -> None:

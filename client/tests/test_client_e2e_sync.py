@@ -9,7 +9,7 @@ import pytest
 from client_testing import ADDRESS, BOOKS, E2EServer
 
 import commerce_client
-from commerce_client import Client, Order
+from commerce_client import Client, Order, Tracking, TrackingParam
 
 pytestmark = pytest.mark.slow
 
@@ -63,6 +63,23 @@ def test_order_lifecycle(api: Client, e2e_server: E2EServer) -> None:
     with pytest.raises(commerce_client.ConflictError) as caught:
         api.orders.cancel(order.id)
     assert caught.value.details == "status"
+
+
+def test_fulfil_with_tracking_puts_it_on_the_order(api: Client, e2e_server: E2EServer) -> None:
+    order = place(api, e2e_server.books[3])
+    assert order.tracking is None
+    tracking: TrackingParam = {
+        "carrier": "UPS",
+        "number": "1Z999AA1",
+        "url": "https://track.example/1Z999AA1",
+    }
+    fulfilled = api.orders.fulfill(order.id, tracking=tracking, idempotency_key=order.id)
+    assert fulfilled.tracking == Tracking(
+        carrier="UPS", number="1Z999AA1", url="https://track.example/1Z999AA1"
+    )
+    assert api.orders.get(order.id).tracking == fulfilled.tracking
+    # The same key and body again: the first answer, replayed.
+    assert api.orders.fulfill(order.id, tracking=tracking, idempotency_key=order.id) == fulfilled
 
 
 def test_cancel_returns_the_stock(api: Client, e2e_server: E2EServer) -> None:

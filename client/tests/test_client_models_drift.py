@@ -36,6 +36,8 @@ from commerce_client import (
     Product,
     ProductListItem,
     ShippingAddressParam,
+    Tracking,
+    TrackingParam,
     WebhookEndpoint,
     WebhookEndpointWithSecret,
 )
@@ -67,6 +69,7 @@ MODELS: dict[str, type] = {
     "Pagination": Pagination,
     "Product": Product,
     "ProductListItem": ProductListItem,
+    "Tracking": Tracking,
     "WebhookEndpoint": WebhookEndpoint,
     "WebhookEndpointWithSecret": WebhookEndpointWithSecret,
 }
@@ -81,6 +84,7 @@ WIDER = {
 PARAMS: dict[str, type] = {
     "OrderItemCreate": OrderItemParam,
     "ShippingAddress": ShippingAddressParam,
+    "TrackingCreate": TrackingParam,
 }
 
 
@@ -172,7 +176,8 @@ def test_every_response_schema_has_a_model() -> None:
     # The webhook bodies (the document's webhooks section): verify_webhook() returns an Event,
     # wider on purpose (any type; data an Order, or the raw object of a type it does not know).
     envelopes |= {"OrderCreatedEvent", "OrderFulfilledEvent", "OrderCanceledEvent"}
-    requests = {"OrderCreate", "ProductCreate", "ProductUpdate", "WebhookEndpointCreate"}
+    requests = {"OrderCreate", "OrderFulfill", "ProductCreate", "ProductUpdate"}
+    requests |= {"WebhookEndpointCreate"}
     requests |= {"WebhookEndpointUpdate", "WebhookEndpointRecover"} | set(PARAMS)
     assert set(SCHEMAS) - envelopes - requests == set(MODELS)
 

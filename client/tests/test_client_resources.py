@@ -27,6 +27,7 @@ from commerce_client import (
     EventWithDeliveries,
     Order,
     Product,
+    Tracking,
     WebhookEndpointWithSecret,
 )
 
@@ -186,6 +187,7 @@ def test_orders_get_list_cancel_fulfill() -> None:
         assert api.last.content == b""
         client.orders.fulfill("ord_1")
         assert api.last.url.path == "/v1/orders/ord_1/fulfill"
+        assert api.last.content == b""  # no tracking: no body, the request as it always was
         client.orders.get("ord_1")
         assert (api.last.method, api.last.url.path) == ("GET", "/v1/orders/ord_1")
     api = MockAPI().reply(json=page_json([order_json()], total=1))
@@ -193,6 +195,29 @@ def test_orders_get_list_cancel_fulfill() -> None:
         page = client.orders.list(status="pending", limit=5)
     assert dict(api.last.url.params) == {"status": "pending", "limit": "5"}
     assert page.data[0].id == "ord_1"
+
+
+TRACKING = {"carrier": "UPS", "number": "1Z999AA1", "url": "https://track.example/1Z999AA1"}
+
+
+def test_orders_fulfill_sends_the_tracking_and_reads_it_back() -> None:
+    fulfilled = order_json(status="fulfilled", fulfilled_at="2026-11-21T10:00:00Z", version=2)
+    api = MockAPI().reply(json={**fulfilled, "tracking": TRACKING})
+    with api.client() as client:
+        order = client.orders.fulfill("ord_1", tracking=TRACKING, idempotency_key="fulfil-1")
+    assert (api.last.method, api.last.url.path) == ("POST", "/v1/orders/ord_1/fulfill")
+    assert api.last.headers["content-type"] == "application/json"
+    assert api.last.headers["idempotency-key"] == "fulfil-1"
+    assert body_of(api) == {"tracking": TRACKING}
+    assert order.tracking == Tracking(
+        carrier="UPS", number="1Z999AA1", url="https://track.example/1Z999AA1"
+    )
+    api = MockAPI().reply(json={**fulfilled, "tracking": {"carrier": "DHL", "number": "42"}})
+    with api.client() as client:
+        order = client.orders.fulfill("ord_1", tracking={"carrier": "DHL", "number": "42"})
+    assert body_of(api) == {"tracking": {"carrier": "DHL", "number": "42"}}
+    assert order.tracking == Tracking(carrier="DHL", number="42", url=None)
+    assert Order.from_dict(order_json()).tracking is None
 
 
 def test_webhook_endpoints_create_returns_the_secret() -> None:
@@ -326,10 +351,13 @@ async def test_async_resources_make_the_same_requests() -> None:
         await client.orders.get("ord_1")
         await client.orders.cancel("ord_1")
         await client.orders.fulfill("ord_1")
+        await client.orders.fulfill("ord_1", tracking={"carrier": "UPS", "number": "1Z"})
+        assert body_of(api) == {"tracking": {"carrier": "UPS", "number": "1Z"}}
     assert [(r.method, r.url.path) for r in api.requests] == [
         ("POST", "/v1/orders"),
         ("GET", "/v1/orders/ord_1"),
         ("POST", "/v1/orders/ord_1/cancel"),
+        ("POST", "/v1/orders/ord_1/fulfill"),
         ("POST", "/v1/orders/ord_1/fulfill"),
     ]
     api = MockAPI().reply(json=page_json([order_json()], total=1))

@@ -2,7 +2,7 @@
 
 import type { CommerceClient, RequestOptions } from "../client.js";
 import { type ListAllOptions, Page, iterateAfter, pageSizeOf, withTimestamps } from "../pagination.js";
-import type { Order, OrderCreateParams, OrderListParams } from "../types.js";
+import type { Order, OrderCreateParams, OrderFulfillParams, OrderListParams } from "../types.js";
 
 export class Orders {
   readonly #client: CommerceClient;
@@ -51,8 +51,13 @@ export class Orders {
     return this.#client._request("cancel_order", { pathParams: [id], options });
   }
 
-  /** Mark a pending order fulfilled: an admin key, or in the sandbox the owning client. */
-  async fulfill(id: string, options: RequestOptions = {}): Promise<Order> {
-    return this.#client._request("fulfill_order", { pathParams: [id], options });
+  /**
+   * Mark a pending order fulfilled: an admin key, or in the sandbox the owning client.
+   * `tracking` (`{ carrier, number, url? }`, `url` https) says where the parcel is: it is on the
+   * order and in its `order.fulfilled` event. Without it no body is sent, as before.
+   */
+  async fulfill(id: string, params: OrderFulfillParams = {}, options: RequestOptions = {}): Promise<Order> {
+    const body: OrderFulfillParams | undefined = params.tracking ? { tracking: { ...params.tracking } } : undefined;
+    return this.#client._request("fulfill_order", { pathParams: [id], body, options });
   }
 }

@@ -222,6 +222,24 @@ describe("e2e: orders", { skip: SKIP }, () => {
     await assert.rejects(client.orders.cancel(one.id), ConflictError);
     const two = await client.orders.create({ customer_id: "cus_fulfil", items: [{ product_id: a.id, quantity: 1 }], shipping_address: ADDRESS });
     assert.equal((await client.orders.fulfill(two.id)).status, "fulfilled");
+    assert.equal(two.tracking, null);
+  });
+
+  test("fulfill with tracking: on the order, validated naming the field", async () => {
+    const [a] = await books();
+    const one = await client.orders.create({ customer_id: "cus_track", items: [{ product_id: a.id, quantity: 1 }], shipping_address: ADDRESS });
+    await assert.rejects(
+      admin.orders.fulfill(one.id, { tracking: { carrier: "UPS", number: "1Z", url: "http://track.example/1Z" } }),
+      (error) => {
+        assert.ok(error instanceof ValidationFailedError);
+        assert.equal(error.details, "tracking.url");
+        return true;
+      },
+    );
+    const tracking = { carrier: "UPS", number: "1Z999AA1", url: "https://track.example/1Z999AA1" };
+    const fulfilled = await admin.orders.fulfill(one.id, { tracking });
+    assert.deepEqual(fulfilled.tracking, tracking);
+    assert.deepEqual((await client.orders.get(one.id)).tracking, tracking);
   });
 
   test("not enough stock is a ConflictError naming the line, sent once", async () => {

@@ -97,6 +97,7 @@ export function order(overrides = {}) {
     updated_at: "2026-01-15T12:00:00Z",
     fulfilled_at: null,
     canceled_at: null,
+    tracking: null,
     ...overrides,
   };
 }

@@ -123,6 +123,28 @@ describe("requests", () => {
     });
     assert.equal(calls[3].body, undefined);
     assert.equal(calls[3].headers.get("content-type"), null);
+    assert.equal(calls[4].body, undefined, "no tracking: no body, the request as it always was");
+  });
+
+  test("orders: fulfill sends the tracking and reads it back", async () => {
+    const tracking = { carrier: "UPS", number: "1Z999AA1", url: "https://track.example/1Z999AA1" };
+    const fulfilled = { status: "fulfilled", fulfilled_at: "2026-01-15T12:01:00Z" };
+    const { client, calls } = await stubClient([
+      json(200, order({ ...fulfilled, tracking })),
+      json(200, order({ ...fulfilled, tracking: { carrier: "DHL", number: "42", url: null } })),
+    ]);
+    const order1 = await client.orders.fulfill("ord_1", { tracking }, { idempotencyKey: "fulfil-1" });
+    assert.deepEqual(order1.tracking, tracking);
+    const order2 = await client.orders.fulfill("ord_2", { tracking: { carrier: "DHL", number: "42" } });
+    assert.deepEqual(order2.tracking, { carrier: "DHL", number: "42", url: null });
+    assert.deepEqual(calls.map((c) => [c.method, path(c)]), [
+      ["POST", "/v1/orders/ord_1/fulfill"],
+      ["POST", "/v1/orders/ord_2/fulfill"],
+    ]);
+    assert.deepEqual(calls[0].body, { tracking });
+    assert.equal(calls[0].headers.get("content-type"), "application/json");
+    assert.equal(calls[0].headers.get("idempotency-key"), "fulfil-1");
+    assert.deepEqual(calls[1].body, { tracking: { carrier: "DHL", number: "42" } });
   });
 
   test("webhook endpoints: create, list, get, update, delete, rotateSecret", async () => {

@@ -52,6 +52,8 @@ from commerce_client.types import (
     ProductSort,
     RateLimitInfo,
     ShippingAddressParam,
+    Tracking,
+    TrackingParam,
     WebhookEndpoint,
     WebhookEndpointWithSecret,
 )
@@ -99,6 +101,8 @@ __all__ = [
     "ResponseInfo",
     "ServerError",
     "ShippingAddressParam",
+    "Tracking",
+    "TrackingParam",
     "ValidationFailedError",
     "WebhookEndpoint",
     "WebhookEndpointWithSecret",

@@ -378,15 +378,22 @@ def orders() -> None:
 
 @orders.command("fulfill")
 @click.argument("order_id")
-def orders_fulfill(order_id: str) -> None:
-    """Mark a pending order fulfilled (sends order.fulfilled); prints its id."""
-    settings = _settings()
-
-    async def fulfill(conn: AsyncConnection) -> dict[str, object]:
-        return await orders_service.fulfill_order(conn, None, order_id, settings.environment)
-
+@click.option("--carrier", help="The parcel's carrier, such as UPS (with --tracking-number).")
+@click.option("--tracking-number", help="The carrier's tracking number.")
+@click.option("--tracking-url", help="An https page where the customer follows the parcel.")
+def orders_fulfill(
+    order_id: str, carrier: str | None, tracking_number: str | None, tracking_url: str | None
+) -> None:
+    """Mark a pending order fulfilled (sends order.fulfilled, with the tracking if given);
+    prints its id."""
+    environment = _settings().environment
     try:
-        order = _in_transaction(fulfill)
+        tracking = orders_service.tracking_from_fields(carrier, tracking_number, tracking_url)
+        order = _in_transaction(
+            lambda conn: orders_service.fulfill_order(
+                conn, None, order_id, environment, tracking=tracking
+            )
+        )
     except APIError as exc:
         raise click.ClickException(exc.message) from exc
     click.echo(order["id"])

@@ -116,3 +116,48 @@ async def test_a_canceled_order_cannot_be_fulfilled(cli: Cli) -> None:
     assert "canceled" in result.stderr
     assert (await order_row(cli.database_url, order_id)).status == "canceled"
     assert await event_types(cli.database_url, order_id) == ["order.created", "order.canceled"]
+
+
+async def test_fulfill_with_tracking_options_puts_it_on_the_order_and_its_event(cli: Cli) -> None:
+    order_id, _, _ = await place_order(cli.database_url)
+    url = "https://ups.example/track?n=1Z999AA1"
+    result = await cli.run(
+        "orders",
+        "fulfill",
+        order_id,
+        "--carrier",
+        "UPS",
+        "--tracking-number",
+        " 1Z999AA1 ",  # trimmed, as the console's form is
+        "--tracking-url",
+        url,
+    )
+    assert result.ok().last_line == order_id
+    tracking = {"carrier": "UPS", "number": "1Z999AA1", "url": url}
+    row = await order_row(cli.database_url, order_id)
+    assert (row.status, row.tracking) == ("fulfilled", tracking)
+    [event] = await query(
+        cli.database_url, select(events).where(events.c.type == "order.fulfilled")
+    )
+    assert event.data["tracking"] == tracking
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--carrier", "UPS", "--tracking-number", "1Z", "--tracking-url", "http://x.example"], "tracking.url"),
+        (["--tracking-number", "1Z"], "tracking.carrier"),
+        (["--carrier", "UPS", "--tracking-url", "https://x.example/1Z"], "tracking.number"),
+    ],
+)
+async def test_an_invalid_tracking_fails_naming_it_and_changes_nothing(
+    cli: Cli, options: list[str], named: str
+) -> None:
+    order_id, _, _ = await place_order(cli.database_url)
+    result = await cli.run("orders", "fulfill", order_id, *options)
+    assert result.returncode != 0
+    assert named in result.stderr
+    assert "Traceback" not in result.stderr
+    row = await order_row(cli.database_url, order_id)
+    assert (row.status, row.tracking) == ("pending", None)
+    assert await event_types(cli.database_url, order_id) == ["order.created"]

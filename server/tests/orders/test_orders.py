@@ -44,6 +44,7 @@ ORDER_FIELDS = {
     "updated_at",
     "fulfilled_at",
     "canceled_at",
+    "tracking",
     "version",
 }
 ITEM_FIELDS = {"product_id", "name", "quantity", "unit_price"}
@@ -155,6 +156,7 @@ async def test_creating_an_order_returns_201_with_the_full_pending_record_and_lo
         "updated_at": order["created_at"],
         "fulfilled_at": None,
         "canceled_at": None,
+        "tracking": None,
         "version": 1,
     }
     assert TIMESTAMP.match(order["created_at"])

@@ -15,7 +15,13 @@ from commerce_client._pagination import (
     parse_page,
 )
 from commerce_client.resources._base import AsyncResource, SyncResource, path
-from commerce_client.types.order import Order, OrderItemParam, OrderStatus, ShippingAddressParam
+from commerce_client.types.order import (
+    Order,
+    OrderItemParam,
+    OrderStatus,
+    ShippingAddressParam,
+    TrackingParam,
+)
 
 __all__ = ["AsyncOrders", "Orders"]
 
@@ -28,6 +34,11 @@ def _create_body(
         "items": [dict(item) for item in items],
         "shipping_address": dict(shipping_address),
     }
+
+
+def _fulfill_body(tracking: TrackingParam | None) -> dict[str, Any] | None:
+    """No body without tracking: the request is then the one clients have always sent."""
+    return None if tracking is None else {"tracking": dict(tracking)}
 
 
 def _query(
@@ -103,11 +114,22 @@ class Orders(SyncResource):
             )
         )
 
-    def fulfill(self, id: str, *, idempotency_key: str | None = None) -> Order:
-        """Mark a pending order fulfilled: an admin key, or in the sandbox the owning client."""
+    def fulfill(
+        self,
+        id: str,
+        *,
+        tracking: TrackingParam | None = None,
+        idempotency_key: str | None = None,
+    ) -> Order:
+        """Mark a pending order fulfilled: an admin key, or in the sandbox the owning client.
+        ``tracking`` (``{"carrier", "number", "url"}``, ``url`` optional and https) says where
+        the parcel is: it is on the order and in its ``order.fulfilled`` event."""
         return Order.from_dict(
             self._client._request(
-                "POST", path("/orders/{}/fulfill", id), idempotency_key=idempotency_key
+                "POST",
+                path("/orders/{}/fulfill", id),
+                json=_fulfill_body(tracking),
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -176,10 +198,19 @@ class AsyncOrders(AsyncResource):
             )
         )
 
-    async def fulfill(self, id: str, *, idempotency_key: str | None = None) -> Order:
+    async def fulfill(
+        self,
+        id: str,
+        *,
+        tracking: TrackingParam | None = None,
+        idempotency_key: str | None = None,
+    ) -> Order:
         """See :meth:`Orders.fulfill`."""
         return Order.from_dict(
             await self._client._request(
-                "POST", path("/orders/{}/fulfill", id), idempotency_key=idempotency_key
+                "POST",
+                path("/orders/{}/fulfill", id),
+                json=_fulfill_body(tracking),
+                idempotency_key=idempotency_key,
             )
         )

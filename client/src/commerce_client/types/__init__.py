@@ -16,6 +16,8 @@ from commerce_client.types.order import (
     OrderItemParam,
     OrderStatus,
     ShippingAddressParam,
+    Tracking,
+    TrackingParam,
 )
 from commerce_client.types.product import Product, ProductListItem, ProductSort
 from commerce_client.types.rate_limit import RateLimitInfo
@@ -40,6 +42,8 @@ __all__ = [
     "ProductSort",
     "RateLimitInfo",
     "ShippingAddressParam",
+    "Tracking",
+    "TrackingParam",
     "WebhookEndpoint",
     "WebhookEndpointWithSecret",
 ]

@@ -17,6 +17,8 @@ __all__ = [
     "OrderItemParam",
     "OrderStatus",
     "ShippingAddressParam",
+    "Tracking",
+    "TrackingParam",
 ]
 
 OrderStatus = Literal["pending", "fulfilled", "canceled"]
@@ -40,6 +42,17 @@ class ShippingAddressParam(TypedDict):
     postal_code: str
     country: str
     """ISO 3166-1 alpha-2 code in capitals, such as ``"US"``."""
+
+
+class TrackingParam(TypedDict):
+    """``orders.fulfill(id, tracking={...})``: where the parcel is."""
+
+    carrier: str
+    """Who carries the parcel, such as ``"UPS"``: 1 to 100 characters."""
+    number: str
+    """The carrier's tracking number: 1 to 100 characters."""
+    url: NotRequired[str | None]
+    """An https page where the customer follows the parcel."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +96,19 @@ class Address:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Tracking:
+    """The parcel's tracking, given when the order was fulfilled."""
+
+    carrier: str
+    number: str
+    url: str | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return cls(carrier=data["carrier"], number=data["number"], url=data.get("url"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Order:
     """An order: ``pending``, then ``fulfilled`` or ``canceled``."""
 
@@ -99,6 +125,9 @@ class Order:
     updated_at: datetime
     fulfilled_at: datetime | None
     canceled_at: datetime | None
+    tracking: Tracking | None
+    """Set when the order was fulfilled with one; None until then (and for an event recorded
+    before the API had tracking)."""
     version: int
     """1 when the order was placed, one more at each change (fulfilled, canceled, expired): of
     two deliveries about one order, the one with the higher version is the newer."""
@@ -117,5 +146,6 @@ class Order:
             updated_at=_parse.timestamp(data["updated_at"]),
             fulfilled_at=_parse.optional_timestamp(data.get("fulfilled_at")),
             canceled_at=_parse.optional_timestamp(data.get("canceled_at")),
+            tracking=None if data.get("tracking") is None else Tracking.from_dict(data["tracking"]),
             version=data["version"],
         )

@@ -243,7 +243,8 @@ async def _place(
         account_id = request.principal.account_id
         assert account_id is not None  # requested_lines refuses keys without an account
         order, items = new_order_rows(account_id, request.data, currency, lines)
-        rendered = render_order(SimpleNamespace(**order), [SimpleNamespace(**i) for i in items])
+        new = SimpleNamespace(**order, tracking=None)  # the column's default: not inserted
+        rendered = render_order(new, [SimpleNamespace(**i) for i in items])
         placed.append((order, items, rendered))
         headers = {"content-type": JSON, "location": f"/v1/orders/{order['id']}"}
         results[index] = PlacementResult(201, headers, orjson.dumps(rendered), rendered)

@@ -106,17 +106,21 @@ async def change_status(
     to_status: str,
     at: datetime,
     stamp: str,
+    tracking: Mapping[str, str | None] | None = None,
 ) -> bool:
-    """Move an order between states if it is still in ``from_status``, one version on;
-    False otherwise.
+    """Move an order between states if it is still in ``from_status``, one version on (with
+    its ``tracking``, when given); False otherwise.
 
     Conditional, so two concurrent cancels (or a cancel and a fulfil) cannot both win; the
     version moves in the same statement, so no change is ever seen without its version.
     """
+    changes: dict[str, Any] = {stamp: at}
+    if tracking is not None:
+        changes["tracking"] = dict(tracking)
     result = await conn.execute(
         update(orders)
         .where(orders.c.id == order_id, orders.c.status == from_status)
-        .values(status=to_status, updated_at=at, version=orders.c.version + 1, **{stamp: at})
+        .values(status=to_status, updated_at=at, version=orders.c.version + 1, **changes)
         .returning(orders.c.id)
     )
     return result.first() is not None

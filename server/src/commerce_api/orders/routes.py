@@ -29,7 +29,13 @@ from commerce_api.http.routing import (
 from commerce_api.http.schemas import SingleLine
 from commerce_api.orders import service
 from commerce_api.orders.placement import OrderRequest
-from commerce_api.orders.schemas import Order, OrderCreate, OrderList, OrderStatusName
+from commerce_api.orders.schemas import (
+    Order,
+    OrderCreate,
+    OrderFulfill,
+    OrderList,
+    OrderStatusName,
+)
 
 router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
 
@@ -130,16 +136,26 @@ async def cancel_order(
 @router.post(
     "/{id}/fulfill",
     response_model=Order,
-    responses=error_responses(401, 403, 409),
+    responses=error_responses(401, 403, 409, 413, 415),
     summary="Fulfil an order",
 )
 async def fulfill_order(
-    id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+    id: str,
+    request: Request,
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    body: OrderFulfill | None = None,
 ) -> Response:
     """Mark a pending order fulfilled. Needs an admin key; on a sandbox instance the owning
-    client may too (to exercise its webhook handler)."""
+    client may too (to exercise its webhook handler).
+
+    The body is optional: `{"tracking": {"carrier", "number", "url"}}` records where the parcel
+    is, on the order and in its `order.fulfilled` event (`url`, https only, may be left out).
+    Without a body (or with `{}`) the order's `tracking` stays null."""
+    tracking = None if body is None else body.tracking
+    environment = services.settings.environment
     async with services.db.write() as conn:
-        order = await service.fulfill_order(conn, principal, id, services.settings.environment)
+        order = await service.fulfill_order(conn, principal, id, environment, tracking=tracking)
         response = json_response(order)
         await idempotency.record(conn, request, response)
     return response

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 import pycountry
@@ -65,6 +66,55 @@ class OrderCreate(RequestModel):
     shipping_address: ShippingAddress
 
 
+# Tracking on fulfilment (issue 29): an https page on a named host, no credentials, no
+# #fragment. The same pattern validates and documents it, so the two never part ways.
+TRACKING_URL_PATTERN = (
+    r"^https://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?"
+    r"(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?$"
+)
+_TRACKING_URL = re.compile(TRACKING_URL_PATTERN)
+MAX_TRACKING_URL_LENGTH = 2048
+MAX_TRACKING_TEXT_LENGTH = 100
+
+
+def _tracking_url(value: str) -> str:
+    if not _TRACKING_URL.fullmatch(value):
+        raise ValueError(
+            "must be an https URL such as https://tracking.example.com/1Z999AA1, without "
+            "credentials or a #fragment"
+        )
+    return value
+
+
+TrackingText = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_TRACKING_TEXT_LENGTH), SingleLine
+]
+TrackingURL = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_TRACKING_URL_LENGTH),
+    AfterValidator(_tracking_url),
+    WithJsonSchema(
+        {"type": "string", "maxLength": MAX_TRACKING_URL_LENGTH, "pattern": TRACKING_URL_PATTERN}
+    ),
+]
+
+
+class TrackingCreate(RequestModel):
+    carrier: TrackingText = Field(description="Who carries the parcel, such as `UPS`.")
+    number: TrackingText = Field(description="The carrier's tracking number.")
+    url: TrackingURL | None = Field(
+        default=None, description="An https page where the customer can follow the parcel."
+    )
+
+
+class OrderFulfill(RequestModel):
+    tracking: TrackingCreate | None = Field(
+        default=None,
+        description="Where the parcel is: shown on the order and in its `order.fulfilled` "
+        "event. Optional: fulfil without a body, or with `{}`, to send none.",
+    )
+
+
 class OrderItem(ResponseModel):
     product_id: str
     name: str = Field(description="The product's name when the order was placed.")
@@ -84,6 +134,12 @@ class Address(ResponseModel):
 OrderStatusName = Literal["pending", "fulfilled", "canceled"]
 
 
+class Tracking(ResponseModel):
+    carrier: str
+    number: str
+    url: str | None
+
+
 class Order(ResponseModel):
     id: str
     status: OrderStatusName
@@ -96,6 +152,10 @@ class Order(ResponseModel):
     updated_at: TimestampText
     fulfilled_at: TimestampText | None
     canceled_at: TimestampText | None
+    tracking: Tracking | None = Field(
+        description="The parcel's tracking, given when the order was fulfilled; null until "
+        "then, and for an order fulfilled without one."
+    )
     version: int = Field(
         ge=1,
         description="1 when the order is placed, one more at each change (fulfilled, canceled, "

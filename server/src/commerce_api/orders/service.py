@@ -7,10 +7,17 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
-from commerce_api.core.errors import APIError, forbidden, invalid_request, not_found
+from commerce_api.core.errors import (
+    APIError,
+    forbidden,
+    invalid_request,
+    not_found,
+    validation_error,
+)
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major
 from commerce_api.core.pagination import (
@@ -33,11 +40,12 @@ from commerce_api.orders.domain import (
     next_status,
     total_minor,
 )
-from commerce_api.orders.schemas import OrderCreate
+from commerce_api.orders.schemas import OrderCreate, OrderFulfill, TrackingCreate
 from commerce_api.settings import Environment, Settings
 from commerce_api.storage.db import Database
 
 ADDRESS_FIELDS = ("street", "line2", "city", "state", "postal_code", "country")
+TRACKING_FIELDS = ("carrier", "number", "url")
 _STAMP_FOR_STATUS = {OrderStatus.FULFILLED: "fulfilled_at", OrderStatus.CANCELED: "canceled_at"}
 
 
@@ -63,8 +71,15 @@ def render_order(order: Any, lines: list[Any]) -> dict[str, Any]:
         "updated_at": format_timestamp(order.updated_at),
         "fulfilled_at": format_optional_timestamp(order.fulfilled_at),
         "canceled_at": format_optional_timestamp(order.canceled_at),
+        "tracking": _rendered_tracking(order.tracking),
         "version": order.version,
     }
+
+
+def _rendered_tracking(tracking: dict[str, Any] | None) -> dict[str, Any] | None:
+    if tracking is None:
+        return None
+    return {field: tracking.get(field) for field in TRACKING_FIELDS}
 
 
 def _order_not_found(order_id: str) -> APIError:
@@ -213,7 +228,12 @@ async def list_orders(
     return page(items, total, limit, offset)
 
 
-async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) -> dict[str, Any]:
+async def _transition(
+    conn: AsyncConnection,
+    order: Any,
+    action: OrderAction,
+    tracking: TrackingCreate | None = None,
+) -> dict[str, Any]:
     try:
         target = next_status(OrderStatus(order.status), action)
     except IllegalTransition as exc:
@@ -228,6 +248,7 @@ async def _transition(conn: AsyncConnection, order: Any, action: OrderAction) ->
         to_status=target.value,
         at=now,
         stamp=_STAMP_FOR_STATUS[target],
+        tracking=None if tracking is None else tracking.model_dump(),
     )
     if not moved:  # another request changed it first; report what it is now
         current = await repository.get_order(conn, order.id)
@@ -262,13 +283,32 @@ async def fulfill_order(
     principal: Principal | None,
     order_id: str,
     environment: Environment,
+    *,
+    tracking: TrackingCreate | None = None,
 ) -> dict[str, Any]:
-    """Mark a pending order fulfilled: an admin key or the CLI (``principal=None``); in the
-    sandbox the owning client too, so it can exercise its webhook handler."""
+    """Mark a pending order fulfilled, with the parcel's ``tracking`` if given: an admin key
+    or the CLI (``principal=None``); in the sandbox the owning client too, so it can exercise
+    its webhook handler."""
     order = await _load(conn, principal, order_id)
     if principal is not None and not principal.is_admin and environment != "sandbox":
         raise forbidden("Fulfilling an order needs an admin key.")
-    return await _transition(conn, order, OrderAction.FULFILL)
+    return await _transition(conn, order, OrderAction.FULFILL, tracking)
+
+
+def tracking_from_fields(
+    carrier: str | None, number: str | None, url: str | None
+) -> TrackingCreate | None:
+    """The tracking an operator typed (the CLI's options, the console's Fulfil form), each
+    field trimmed: None when all are empty, else validated as the API validates the body of
+    ``POST /v1/orders/{id}/fulfill`` (an ``invalid_request`` naming ``tracking.url``, say)."""
+    fields = {"carrier": carrier, "number": number, "url": url}
+    given = {name: value.strip() for name, value in fields.items() if value and value.strip()}
+    if not given:
+        return None
+    try:
+        return OrderFulfill.model_validate({"tracking": given}).tracking
+    except ValidationError as exc:
+        raise validation_error(exc.errors()) from None
 
 
 EXPIRY_BATCH = 100

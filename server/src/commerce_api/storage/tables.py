@@ -165,6 +165,8 @@ orders = Table(
     # 1 at creation, one more per change (each status change adds 1, in its own UPDATE), so a
     # webhook receiver can tell a stale delivery of the order from a fresh one.
     Column("version", Integer, nullable=False, server_default="1"),
+    # {carrier, number, url} given at fulfilment (issue 29); NULL until then, or without one.
+    Column("tracking", JSON(none_as_null=True), nullable=True),
     CheckConstraint("status IN ('pending', 'fulfilled', 'canceled')", name="status"),
     CheckConstraint("total_minor >= 0", name="total_not_negative"),
     # The list queries: an account's orders, optionally by status or customer, in order.

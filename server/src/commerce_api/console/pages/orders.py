@@ -3,12 +3,15 @@ list of orders is ``order_list``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from fastapi import Request
 from starlette.responses import Response
 
 from commerce_api.console import repository
 from commerce_api.console.pages.guard import SessionDep
-from commerce_api.console.pages.render import PREFIX, change_then_redirect, render
+from commerce_api.console.pages.render import PREFIX, change_then_redirect, form_text, render
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError, error_response
 from commerce_api.events import service as event_service
@@ -25,6 +28,7 @@ async def _order_page(
     order_id: str,
     error: str | None = None,
     status: int = 200,
+    values: Mapping[str, Any] | None = None,
 ) -> Response:
     try:
         async with services.db.read() as conn:
@@ -43,6 +47,7 @@ async def _order_page(
         "account_id": row.account_id,
         "events": events,
         "error": error,
+        "values": values or {},  # the Fulfil form's fields, as typed
     }
     return render(request, "order.html", context, status)
 
@@ -66,10 +71,21 @@ async def order_status(order_id: str, services: ServicesDep, session: SessionDep
 async def fulfil_order(
     order_id: str, request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
+    """Fulfil, with the form's tracking fields if any are filled in (validated as the API's
+    body is: an invalid one shows the page again with the error, nothing changed)."""
     environment = services.settings.environment
+    form = await request.form()
+    try:
+        tracking = orders.tracking_from_fields(
+            *(form_text(form, name) for name in ("carrier", "tracking_number", "tracking_url"))
+        )
+    except APIError as exc:
+        return await _order_page(request, services, session, order_id, exc.message, 400, form)
     return await change_then_redirect(
         services.db,
-        lambda conn: orders.fulfill_order(conn, session.principal, order_id, environment),
+        lambda conn: orders.fulfill_order(
+            conn, session.principal, order_id, environment, tracking=tracking
+        ),
         lambda exc: _order_page(request, services, session, order_id, exc.message, 409),
         f"{PREFIX}/orders/{order_id}",
         "order-fulfilled",
