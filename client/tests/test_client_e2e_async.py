@@ -83,7 +83,9 @@ async def test_a_tracking_url_must_be_https_and_its_error_names_it(
         )
     assert caught.value.details == "tracking.url"
     assert (await async_api.orders.get(order.id)).status == "pending"
-    fulfilled = await async_api.orders.fulfill(order.id, tracking={"carrier": "DHL", "number": "42"})
+    fulfilled = await async_api.orders.fulfill(
+        order.id, tracking={"carrier": "DHL", "number": "42"}
+    )
     assert fulfilled.tracking == Tracking(carrier="DHL", number="42", url=None)
 
 

@@ -145,7 +145,10 @@ async def test_fulfill_with_tracking_options_puts_it_on_the_order_and_its_event(
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        (["--carrier", "UPS", "--tracking-number", "1Z", "--tracking-url", "http://x.example"], "tracking.url"),
+        (
+            ["--carrier", "UPS", "--tracking-number", "1Z", "--tracking-url", "http://x.example"],
+            "tracking.url",
+        ),
         (["--tracking-number", "1Z"], "tracking.carrier"),
         (["--carrier", "UPS", "--tracking-url", "https://x.example/1Z"], "tracking.number"),
     ],

@@ -68,7 +68,10 @@ async def test_fulfilling_with_tracking_puts_it_on_the_order_and_in_the_event(
 async def test_the_tracking_url_may_be_left_out_or_null(
     client: httpx.AsyncClient, admin_key: str, client_key: str
 ) -> None:
-    for tracking in ({"carrier": "DHL", "number": "42"}, {"carrier": "DHL", "number": "42", "url": None}):
+    for tracking in (
+        {"carrier": "DHL", "number": "42"},
+        {"carrier": "DHL", "number": "42", "url": None},
+    ):
         order_id = await _pending_order(client, admin_key, client_key)
         response = await _fulfill(client, admin_key, order_id, json={"tracking": tracking})
         assert response.status_code == 200, response.text
