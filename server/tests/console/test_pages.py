@@ -290,7 +290,7 @@ async def test_create_a_publishable_key_shown_once_then_revoke(
     key_id = re.search(r'<h2 id="new-key">New publishable key <code>(key_\w+)</code>', created.text)
     assert key_id is not None
     row = listed.text[listed.text.index(key_id.group(1)) :]
-    assert "<td>publishable</td>" in row[: row.index("</tr>")]
+    assert '<td data-label="Role">publishable</td>' in row[: row.index("</tr>")]
 
     revoked = await console.post(
         f"/dashboard/keys/{key_id.group(1)}/revoke", data={"csrf_token": token}
@@ -310,12 +310,16 @@ async def test_a_key_form_that_names_no_key_is_a_page_not_a_key(
     console: httpx.AsyncClient, form: dict[str, str], message: str
 ) -> None:
     token = await page_token(console, "/dashboard/accounts")
-    before = (await console.get("/dashboard/accounts")).text.count("<td><code>key_")
+    before = (await console.get("/dashboard/accounts")).text.count(
+        '<td data-label="Key"><code class="id"'
+    )
     response = await console.post("/dashboard/keys", data={**form, "csrf_token": token})
     assert response.status_code == 400
     assert message in response.text
     assert 'id="new-key-secret"' not in response.text
-    after = (await console.get("/dashboard/accounts")).text.count("<td><code>key_")
+    after = (await console.get("/dashboard/accounts")).text.count(
+        '<td data-label="Key"><code class="id"'
+    )
     assert after == before
 
 
