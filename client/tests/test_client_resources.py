@@ -28,6 +28,7 @@ from commerce_client import (
     Order,
     Product,
     Tracking,
+    TrackingParam,
     WebhookEndpointWithSecret,
 )
 
@@ -197,7 +198,11 @@ def test_orders_get_list_cancel_fulfill() -> None:
     assert page.data[0].id == "ord_1"
 
 
-TRACKING = {"carrier": "UPS", "number": "1Z999AA1", "url": "https://track.example/1Z999AA1"}
+TRACKING: TrackingParam = {
+    "carrier": "UPS",
+    "number": "1Z999AA1",
+    "url": "https://track.example/1Z999AA1",
+}
 
 
 def test_orders_fulfill_sends_the_tracking_and_reads_it_back() -> None:
