@@ -4,8 +4,8 @@
 there is (none was fulfilled with tracking before). The events kept are left as they are:
 their ``data`` has no ``tracking`` field, which a receiver reads as null (docs/design.md).
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
