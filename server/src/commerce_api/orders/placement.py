@@ -17,7 +17,7 @@ fixed number of statements per batch however many orders it carries (:func:`plac
    lock already excludes every other writer), then the existing key rows, and compare them
    with what step 1 read. If they would change a decision — another process sold the units
    this batch counted on, a price changed, a key's first request finished — roll back to the
-   savepoint and decide again against the locked rows.
+   savepoint (which gives up the row locks taken since), lock again, decide again.
 4. Store each key's outcome in its row and take the stock (one decrement per product, the
    batch's sum; on PostgreSQL one statement with the stock's notification), and commit.
 
@@ -26,9 +26,8 @@ wire eight times whatever its size (``BEGIN``, claim, read, savepoint, write, lo
 ``COMMIT``): with the database a millisecond away, round trips are what an order costs.
 
 A hot product is locked for steps 3 and 4 only (two round trips and the commit). The lock order
-is the same everywhere: new keys, products (in id order), then existing key rows — as a cancel
-locks its products and then its own key — so two transactions never wait on each other in a
-cycle.
+is the same everywhere: new keys, products (in id order), then existing key rows (as a cancel
+locks its products, then its own key): two transactions never wait on each other in a cycle.
 
 Every order, its stock change, its event, its deliveries and its stored response are in the
 one transaction, and no caller is answered before its commit has returned: a failed commit
@@ -176,8 +175,7 @@ async def place_batch(
         locked_keys = await _keys(conn, existing, lock=True)
         if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
             await repository.rollback_to_savepoint(conn)
-            # Rolling back to a savepoint also gives up the row locks taken after it
-            # (PostgreSQL's "Row-Level Locks"): take them again, and plan on what they hold.
+            # The rollback gave up the row locks taken after the savepoint: take them again.
             locked_stock = await _products(conn, product_ids, lock=True)
             locked_keys = await _keys(conn, existing, lock=True)
             plan = await _place(
