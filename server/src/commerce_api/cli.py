@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
+from commerce_api.audit import keys as audited_keys
 from commerce_api.app.serving import (
     check_port_free,
     granian_options,
@@ -289,8 +290,8 @@ def keys_create(account_id: str | None, admin: bool, publishable: bool) -> None:
     settings = _settings()
 
     async def create(conn: AsyncConnection) -> accounts.CreatedKey:
-        return await accounts.create_key(
-            conn, settings.environment, account_id=account_id, role=role
+        return await audited_keys.create_key(
+            conn, None, settings.environment, account_id=account_id, role=role
         )
 
     try:
@@ -337,7 +338,7 @@ def keys_list(as_json: bool) -> None:
 @click.argument("key_id")
 def keys_revoke(key_id: str) -> None:
     """Revoke a key; requests with it are refused from now on."""
-    if not _in_transaction(lambda conn: accounts.revoke_key(conn, key_id)):
+    if not _in_transaction(lambda conn: audited_keys.revoke_key(conn, None, key_id)):
         raise click.ClickException(f"no key with id {key_id}")
     click.echo(key_id)
 
@@ -361,7 +362,7 @@ def products_import(file: Path) -> None:
         raise click.ClickException(f"{file}: {exc}") from exc
 
     async def load(conn: AsyncConnection) -> catalog.ImportResult:
-        return await catalog.import_products(conn, records)
+        return await catalog.import_products(conn, None, records)
 
     try:
         result = _in_transaction(load)

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # A pending order older than this is canceled, its stock returned (0: never). Checked by
     # every process's housekeeping, every 10 minutes.
     pending_order_ttl_seconds: int = Field(default=86400, ge=0)
+    # How long the audit trail (/v1/audit_events) keeps a row; older ones are pruned by every
+    # process's housekeeping, every 10 minutes.
+    audit_retention_days: int = Field(default=365, ge=1)
     # Units one order may reserve: per line (at most the schema's 10,000) and in all.
     order_max_units_per_line: int = Field(default=10_000, ge=1, le=10_000)
     order_max_units: int = Field(default=10_000, ge=1)

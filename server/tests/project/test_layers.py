@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("observability",),
     ("ratelimit", "accounts"),
     ("http",),
+    ("audit",),
     ("catalog",),
     ("readpath", "webhooks"),
     ("events",),

@@ -110,8 +110,8 @@ async def list_keys(conn: AsyncConnection) -> list[KeyInfo]:
     return [KeyInfo(**row._mapping) for row in await repository.list_keys(conn)]
 
 
-async def revoke_key(conn: AsyncConnection, key_id: str) -> bool:
-    return await repository.revoke_key(conn, key_id, utcnow())
+async def revoke_key(conn: AsyncConnection, key_id: str, at: datetime | None = None) -> bool:
+    return await repository.revoke_key(conn, key_id, at or utcnow())
 
 
 def bearer_token(authorization: str | None) -> str:

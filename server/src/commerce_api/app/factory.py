@@ -17,6 +17,8 @@ from starlette.types import Receive, Scope, Send
 from commerce_api import __version__
 from commerce_api.app.fastlane import FastLane
 from commerce_api.app.services import open_services
+from commerce_api.audit import service as audit
+from commerce_api.audit.routes import audit_router
 from commerce_api.catalog.routes import categories_router
 from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.console import routes as console
@@ -106,11 +108,13 @@ async def _every(
             await asyncio.wait_for(stop.wait(), seconds)
 
 
-async def _housekeeping(db: Database) -> None:
-    """Periodic clean-up: idempotency keys and events past their retention."""
+async def _housekeeping(db: Database, settings: Settings) -> None:
+    """Periodic clean-up: idempotency keys, events and audit rows past their retention."""
     await idempotency.prune(db)
     async with db.write() as conn:
         await events.prune_events(conn)
+    async with db.write() as conn:
+        await audit.prune_audit_events(conn, settings.audit_retention_days)
 
 
 def _background_jobs(
@@ -121,7 +125,7 @@ def _background_jobs(
     ttl = settings.pending_order_ttl_seconds
     jobs = [
         asyncio.create_task(
-            _every(HOUSEKEEPING_INTERVAL_SECONDS, stop, "housekeeping", lambda: _housekeeping(db)),
+            _every(HOUSEKEEPING_INTERVAL_SECONDS, stop, "housekeeping", lambda: _housekeeping(db, settings)),
             name="housekeeping",
         )
     ]
@@ -243,6 +247,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
         orders_router,
         endpoints_router,
         events_router,
+        audit_router,
         health_router,
         docs_router(TITLE),
     ]

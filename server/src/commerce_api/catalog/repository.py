@@ -214,6 +214,25 @@ async def get_active(conn: AsyncConnection, product_id: str) -> Row[Any] | None:
     return row
 
 
+_FOR_CHANGE = select(*DETAIL_COLUMNS, products.c.archived_at).where(
+    products.c.id == bindparam("id")
+)
+# FOR NO KEY UPDATE, as the order desk locks products: the row's values before a change stay
+# what the change replaces (the audit trail's old values), without waiting for order lines.
+_FOR_CHANGE_LOCKED = _FOR_CHANGE.with_for_update(key_share=True)
+
+
+async def get_for_change(
+    conn: AsyncConnection, product_id: str, *, active: bool
+) -> Row[Any] | None:
+    """A product about to change (``active``: only if not archived), locked until the commit
+    on PostgreSQL (SQLite's write transaction already excludes every other writer)."""
+    row: Row[Any] | None = (await conn.execute(_FOR_CHANGE_LOCKED, {"id": product_id})).first()
+    if row is not None and active and row.archived_at is not None:
+        return None
+    return row
+
+
 # Every write below changes what the cached product list shows, so each bumps its version
 # stamp in the same transaction (see readpath/freshness.py). Stock changes by orders do not:
 # list items carry no inventory_count.

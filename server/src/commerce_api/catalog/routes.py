@@ -120,11 +120,11 @@ async def get_product(
     summary="Create a product (admin)",
 )
 async def create_product(
-    body: ProductCreate, services: ServicesDep, _admin: AdminPrincipal
+    body: ProductCreate, services: ServicesDep, admin: AdminPrincipal
 ) -> Response:
     """Add a product to the catalogue. Needs an admin key."""
     async with services.db.write() as conn:
-        product = await service.create_product(conn, body)
+        product = await service.create_product(conn, admin, body)
     return json_response(product, 201, {"Location": f"/v1/products/{product['id']}"})
 
 
@@ -135,11 +135,11 @@ async def create_product(
     summary="Update a product (admin)",
 )
 async def update_product(
-    id: str, body: ProductUpdate, services: ServicesDep, _admin: AdminPrincipal
+    id: str, body: ProductUpdate, services: ServicesDep, admin: AdminPrincipal
 ) -> Response:
     """Change some fields of a product; omitted fields keep their value. Needs an admin key."""
     async with services.db.write() as conn:
-        product = await service.update_product(conn, id, body)
+        product = await service.update_product(conn, admin, id, body)
     return json_response(product)
 
 
@@ -149,11 +149,11 @@ async def update_product(
     responses=error_responses(401, 403),
     summary="Archive a product (admin)",
 )
-async def archive_product(id: str, services: ServicesDep, _admin: AdminPrincipal) -> Response:
+async def archive_product(id: str, services: ServicesDep, admin: AdminPrincipal) -> Response:
     """Hide a product from the catalogue. Orders that reference it keep their copy of its
     name and price. Needs an admin key."""
     async with services.db.write() as conn:
-        await service.archive_product(conn, id)
+        await service.archive_product(conn, admin, id)
     return Response(status_code=204)
 
 

@@ -13,13 +13,15 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.accounts.service import Principal
+from commerce_api.audit import service as audit
 from commerce_api.catalog import repository
 from commerce_api.catalog.schemas import ProductCreate, ProductSort, ProductUpdate
 from commerce_api.core.errors import describe_validation_error, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major, to_minor
 from commerce_api.core.pagination import page
-from commerce_api.core.timestamps import format_timestamp, utcnow
+from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 
 
 def list_item(row: Any) -> dict[str, Any]:
@@ -97,28 +99,75 @@ def _new_product_row(data: ProductCreate, product_id: str | None = None) -> dict
     }
 
 
-async def create_product(conn: AsyncConnection, data: ProductCreate) -> dict[str, Any]:
+def _audited(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A product's fields as the audit trail shows them (the API's names and units)."""
+    return {
+        "name": row["name"],
+        "description": row["description"],
+        "price": to_major(row["price_minor"]),
+        "category": row["category"],
+        "inventory_count": row["inventory_count"],
+    }
+
+
+def _audited_change(before: Any, values: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The fields ``values`` change in the product row ``before`` (an archived product
+    restored by an import: its ``archived_at`` too)."""
+    old = dict(before._mapping)
+    new = {**old, **values}
+    changes = audit.changed(_audited(old), _audited(new))
+    if "archived_at" in values and old["archived_at"] != values["archived_at"]:
+        changes["archived_at"] = [
+            format_optional_timestamp(old["archived_at"]),
+            format_optional_timestamp(values["archived_at"]),
+        ]
+    return changes
+
+
+async def create_product(
+    conn: AsyncConnection, principal: Principal | None, data: ProductCreate
+) -> dict[str, Any]:
+    """Add a product; audited as ``product.create`` by ``principal`` (None: the CLI)."""
     row = _new_product_row(data)
     await repository.insert(conn, row)
+    await audit.record(
+        conn, audit.actor_of(principal), "product.create", ("product", row["id"]),
+        audit.created(_audited(row)),
+    )
     return await get_product(conn, row["id"])
 
 
 async def update_product(
-    conn: AsyncConnection, product_id: str, data: ProductUpdate
+    conn: AsyncConnection, principal: Principal | None, product_id: str, data: ProductUpdate
 ) -> dict[str, Any]:
+    """Change some fields; audited as ``product.update`` with each changed field's old and
+    new value (nothing recorded when no value changes)."""
     values = {**_column_values(data.changes()), "updated_at": utcnow()}
-    if not looks_like("prod", product_id) or not await repository.update_active(
-        conn, product_id, values
-    ):
+    before = (
+        await repository.get_for_change(conn, product_id, active=True)
+        if looks_like("prod", product_id)
+        else None
+    )
+    if before is None or not await repository.update_active(conn, product_id, values):
         raise product_not_found(product_id)
+    changes = _audited_change(before, values)
+    if changes:
+        actor = audit.actor_of(principal)
+        await audit.record(conn, actor, "product.update", ("product", product_id), changes)
     return await get_product(conn, product_id)
 
 
-async def archive_product(conn: AsyncConnection, product_id: str) -> None:
-    if not looks_like("prod", product_id) or not await repository.archive(
-        conn, product_id, utcnow()
-    ):
+async def archive_product(
+    conn: AsyncConnection, principal: Principal | None, product_id: str
+) -> None:
+    """Hide a product from the catalogue; audited as ``product.archive``."""
+    now = utcnow()
+    if not looks_like("prod", product_id) or not await repository.archive(conn, product_id, now):
         raise product_not_found(product_id)
+    await audit.record(
+        conn, audit.actor_of(principal), "product.archive", ("product", product_id),
+        {"archived_at": [None, format_timestamp(now)]},
+    )
 
 
 # --- import ------------------------------------------------------------------------------------
@@ -172,14 +221,17 @@ def _csv_record(line: int, row: Mapping[str, str | None]) -> dict[str, Any]:
 
 
 async def import_products(
-    conn: AsyncConnection, records: Sequence[Mapping[str, Any]]
+    conn: AsyncConnection, principal: Principal | None, records: Sequence[Mapping[str, Any]]
 ) -> ImportResult:
     """Create products, or update those whose ``id`` is given (restoring archived ones).
     Several records with one ``id`` are one update, made in their order (a later record's
     value of a field wins); ``updated`` counts products.
 
     All or nothing: the first invalid record raises and the caller's transaction rolls back.
+    Each product created or changed is audited (``product.create``, ``product.update``).
     """
+    actor = audit.actor_of(principal)
+    trail: list[dict[str, Any]] = []
     new_rows: list[dict[str, Any]] = []
     updated: set[str] = set()
     for index, record in enumerate(records):
@@ -197,8 +249,16 @@ async def import_products(
         if not isinstance(product_id, str) or not looks_like("prod", product_id):
             raise InvalidImport(f"{where}: `id` {product_id!r} is not a product id")
         values = {**_column_values(update.changes()), "updated_at": utcnow(), "archived_at": None}
-        if not await repository.update_any(conn, product_id, values):
+        before = await repository.get_for_change(conn, product_id, active=False)
+        if before is None or not await repository.update_any(conn, product_id, values):
             raise InvalidImport(f"{where}: no product with id `{product_id}`")
+        if changes := _audited_change(before, values):
+            trail.append(audit.audit_row(actor, "product.update", ("product", product_id), changes))
         updated.add(product_id)
     await repository.insert_many(conn, new_rows)
+    trail += [
+        audit.audit_row(actor, "product.create", ("product", row["id"]), audit.created(_audited(row)))
+        for row in new_rows
+    ]
+    await audit.record_many(conn, trail)
     return ImportResult(created=len(new_rows), updated=len(updated))

@@ -14,6 +14,7 @@ from fastapi import APIRouter
 
 from commerce_api.console.pages import (
     accounts,
+    audit,
     order_list,
     orders,
     overview,
@@ -69,5 +70,6 @@ for _path, _method, _page in (
     ("/accounts", "POST", accounts.create_account),
     ("/keys", "POST", accounts.create_key),
     ("/keys/{key_id}/revoke", "POST", accounts.revoke_key),
+    ("/audit", "GET", audit.audit_page),
 ):
     router.add_api_route(_path, _page, methods=[_method])

@@ -10,7 +10,7 @@ _ALPHABET = string.ascii_letters + string.digits
 ID_RANDOM_LENGTH = 24  # 62**24 ~ 2**143: collisions are not a practical concern
 KEY_RANDOM_LENGTH = 32
 
-PREFIXES = frozenset({"prod", "ord", "acct", "key", "we", "evt", "req", "att"})
+PREFIXES = frozenset({"prod", "ord", "acct", "key", "we", "evt", "req", "att", "aud"})
 
 _ID_PATTERN = re.compile(r"(?P<prefix>[a-z]+)_[A-Za-z0-9]{1,64}")
 

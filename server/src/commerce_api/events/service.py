@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
+from commerce_api.audit import service as audit
 from commerce_api.core.errors import APIError, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.pagination import (
@@ -184,6 +185,7 @@ async def redeliver_event(
         )
     endpoint_ids = await webhooks.subscribed_endpoints(conn, event.account_id, event.type)
     await webhooks.enqueue(conn, event.id, endpoint_ids, utcnow())
+    await audit.record(conn, audit.actor_of(principal), "event.redeliver", ("event", event.id))
     return await _with_deliveries(conn, event)
 
 

@@ -1,4 +1,5 @@
 """Orders: placing them with atomic stock reservation, reading, cancelling, fulfilling.
 
-May import: ``core``, ``settings``, ``storage``, ``accounts``, ``http`` and ``events``.
+May import: ``core``, ``settings``, ``storage``, ``accounts``, ``http``, ``audit`` and
+``events``.
 """

@@ -29,7 +29,7 @@ A hot product is locked for steps 3 and 4 only (two round trips and the commit).
 is the same everywhere: new keys, products (in id order), then existing key rows (as a cancel
 locks its products, then its own key): two transactions never wait on each other in a cycle.
 
-Every order, its stock change, its event, its deliveries and its stored response are in the
+Every order, its stock change, event, deliveries, audit row and stored response are in the
 one transaction, and no caller is answered before its commit has returned: a failed commit
 answers every order of the batch with that failure and keeps nothing; a statement that fails
 before it undoes the batch, whose orders are then run again one by one. Nothing is written for
@@ -57,6 +57,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
+from commerce_api.audit.service import order_created
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.core.timestamps import utcnow
 from commerce_api.events.service import NewEvent, event_rows, record_events
@@ -230,6 +231,7 @@ async def _place(
             to_store[index] = row.created_at if verdict == "take_over" else now
 
     placed: list[tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]] = []
+    trail: list[dict[str, Any]] = []  # the orders' audit rows
     for index, request in enumerate(requests):
         if results[index] is not None:
             continue
@@ -244,6 +246,7 @@ async def _place(
         new = SimpleNamespace(**order, tracking=None)  # the column's default: not inserted
         rendered = render_order(new, [SimpleNamespace(**i) for i in items])
         placed.append((order, items, rendered))
+        trail.append(order_created(request.principal, order["id"], order["created_at"]))
         headers = {"content-type": JSON, "location": f"/v1/orders/{order['id']}"}
         results[index] = PlacementResult(201, headers, orjson.dumps(rendered), rendered)
 
@@ -253,11 +256,11 @@ async def _place(
         NewEvent(order["account_id"], data, order["created_at"]) for order, _, data in placed
     ]
     if conn.dialect.name == "sqlite":
-        await repository.insert_orders(conn, new_orders, rows)
+        await repository.insert_orders(conn, new_orders, rows, trail)
         await record_events(conn, CREATED, new_events)
     else:  # one statement, one round trip
         events = event_rows(CREATED, new_events)
-        await repository.write_placed(conn, new_orders, rows, events, CREATED)
+        await repository.write_placed(conn, new_orders, rows, events, trail, CREATED)
     outcomes = _key_outcomes(requests, results, to_store, now, secret_box)
     return _Plan([result for result in results if result is not None], stock, outcomes)
 

@@ -15,7 +15,14 @@ from commerce_api.core.pagination import NewestFirst
 from commerce_api.storage import freshness, keyset
 from commerce_api.storage.bulk import execute_many, insert_returning, insert_rows
 from commerce_api.storage.db import Executor
-from commerce_api.storage.tables import ORDER_IS_PENDING, events, order_items, orders, products
+from commerce_api.storage.tables import (
+    ORDER_IS_PENDING,
+    audit_events,
+    events,
+    order_items,
+    orders,
+    products,
+)
 from commerce_api.storage.tables import idempotency_keys as keys
 from commerce_api.storage.unnest import Columns
 from commerce_api.webhooks.repository import subscribed_deliveries_sql
@@ -32,11 +39,15 @@ async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -
 
 
 async def insert_orders(
-    conn: Executor, new_orders: Sequence[Mapping[str, Any]], lines: Sequence[Mapping[str, Any]]
+    conn: Executor,
+    new_orders: Sequence[Mapping[str, Any]],
+    lines: Sequence[Mapping[str, Any]],
+    trail: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """New orders and their lines, one statement each however many."""
+    """New orders, their lines and their audit rows, one statement each however many."""
     await insert_rows(conn, orders, new_orders)
     await insert_rows(conn, order_items, lines)
+    await insert_rows(conn, audit_events, trail)
 
 
 async def get_order(conn: AsyncConnection, order_id: str) -> Row[Any] | None:
@@ -288,35 +299,45 @@ async def write_placed(
     new_orders: Sequence[Mapping[str, Any]],
     lines: Sequence[Mapping[str, Any]],
     new_events: Sequence[Mapping[str, Any]],
+    trail: Sequence[Mapping[str, Any]],
     event_type: str,
 ) -> None:
-    """PostgreSQL: the batch's orders, their lines, their events (all of ``event_type``) and
-    the events' deliveries to the endpoints that want them, in one statement."""
+    """PostgreSQL: the batch's orders, their lines, their events (all of ``event_type``), the
+    events' deliveries to the endpoints that want them and the orders' audit rows (``trail``),
+    in one statement."""
     if not new_orders:
         return
-    shape = (id(conn.dialect), tuple(new_orders[0]), tuple(lines[0]), tuple(new_events[0]))
+    shape = (
+        *(id(conn.dialect), tuple(new_orders[0]), tuple(lines[0])),
+        *(tuple(new_events[0]), tuple(trail[0])),
+    )
     found = _WRITES.get(shape)
     if found is None:
         sets = (
             Columns(orders, shape[1], "o"),
             Columns(order_items, shape[2], "i"),
             Columns(events, shape[3], "e"),
+            Columns(audit_events, shape[4], "a"),
         )
-        first = [1, 1 + len(sets[0]), 1 + len(sets[0]) + len(sets[1])]
-        type_param = f"${first[2] + len(sets[2])}::text"
+        first = [1]
+        for columns in sets:
+            first.append(first[-1] + len(columns))
+        type_param = f"${first[4]}::text"
         sql = (
             f"WITH placed_orders AS ({sets[0].insert(conn.dialect, first[0])}),"
             f" placed_lines AS ({sets[1].insert(conn.dialect, first[1])}),"
+            f" placed_audit AS ({sets[3].insert(conn.dialect, first[3])}),"
             f" placed_events AS ({sets[2].insert(conn.dialect, first[2])}"
             " RETURNING id, account_id, created_at)"
             f" {subscribed_deliveries_sql('placed_events', type_param)}"
         )
         found = _WRITES[shape] = (sql, sets)
-    sql, (order_set, line_set, event_set) = found
+    sql, (order_set, line_set, event_set, audit_set) = found
     params = [
         *order_set.arrays(conn.dialect, new_orders),
         *line_set.arrays(conn.dialect, lines),
         *event_set.arrays(conn.dialect, new_events),
+        *audit_set.arrays(conn.dialect, trail),
         event_type,
     ]
     await conn.exec_driver_sql(sql, tuple(params))

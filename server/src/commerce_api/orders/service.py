@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
+from commerce_api.audit import service as audit
 from commerce_api.core.errors import (
     APIError,
     forbidden,
@@ -232,8 +233,10 @@ async def _transition(
     conn: AsyncConnection,
     order: Any,
     action: OrderAction,
+    actor: audit.Actor,
     tracking: TrackingCreate | None = None,
 ) -> dict[str, Any]:
+    """Move the order on (``action``), with its event and its audit row (by ``actor``)."""
     try:
         target = next_status(OrderStatus(order.status), action)
     except IllegalTransition as exc:
@@ -268,6 +271,10 @@ async def _transition(
     await record_event(
         conn, account_id=order.account_id, type=EVENT_FOR_STATUS[target], data=rendered
     )
+    changes: dict[str, list[Any]] = {"status": [order.status, target.value]}
+    if tracking is not None:
+        changes["tracking"] = [None, tracking.model_dump()]
+    await audit.record(conn, actor, f"order.{action.value}", ("order", order.id), changes)
     return rendered
 
 
@@ -275,7 +282,8 @@ async def cancel_order(
     conn: AsyncConnection, principal: Principal, order_id: str
 ) -> dict[str, Any]:
     """Cancel a pending order and give its stock back."""
-    return await _transition(conn, await _load(conn, principal, order_id), OrderAction.CANCEL)
+    order = await _load(conn, principal, order_id)
+    return await _transition(conn, order, OrderAction.CANCEL, audit.actor_of(principal))
 
 
 async def fulfill_order(
@@ -292,7 +300,8 @@ async def fulfill_order(
     order = await _load(conn, principal, order_id)
     if principal is not None and not principal.is_admin and environment != "sandbox":
         raise forbidden("Fulfilling an order needs an admin key.")
-    return await _transition(conn, order, OrderAction.FULFILL, tracking)
+    actor = audit.actor_of(principal)
+    return await _transition(conn, order, OrderAction.FULFILL, actor, tracking)
 
 
 def tracking_from_fields(
@@ -332,7 +341,7 @@ async def expire_pending_orders(db: Database, ttl_seconds: int) -> int:
         for order in expired:
             try:
                 async with db.write() as conn:
-                    await _transition(conn, order, OrderAction.CANCEL)
+                    await _transition(conn, order, OrderAction.CANCEL, audit.SWEEPER)
             except APIError:  # changed meanwhile by a client or another process
                 continue
             canceled += 1

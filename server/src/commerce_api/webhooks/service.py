@@ -8,6 +8,7 @@ from typing import Any, NewType
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
+from commerce_api.audit import service as audit
 from commerce_api.core.errors import APIError, forbidden, invalid_request, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.pagination import page
@@ -59,6 +60,28 @@ def render_endpoint(row: Any) -> dict[str, Any]:
         "created_at": format_timestamp(row.created_at),
         "updated_at": format_timestamp(row.updated_at),
     }
+
+
+def _audited(row: Any) -> dict[str, Any]:
+    """An endpoint's fields as the audit trail shows them (never its secrets)."""
+    return {
+        "url": row.url,
+        "events": list(row.event_types),
+        "description": row.description,
+        "enabled": row.enabled,
+        "disabled_reason": row.disabled_reason,
+    }
+
+
+async def _record(
+    conn: AsyncConnection,
+    principal: Principal,
+    action: str,
+    endpoint_id: str,
+    changes: audit.Changes | None = None,
+) -> None:
+    target = ("endpoint", endpoint_id)
+    await audit.record(conn, audit.actor_of(principal), action, target, changes)
 
 
 def _account(principal: Principal) -> str:
@@ -136,7 +159,9 @@ async def create_endpoint(
             "updated_at": now,
         },
     )
-    return {**render_endpoint(await _get(conn, account_id, endpoint_id)), "secret": secret}
+    row = await _get(conn, account_id, endpoint_id)
+    await _record(conn, principal, "endpoint.create", endpoint_id, audit.created(_audited(row)))
+    return {**render_endpoint(row), "secret": secret}
 
 
 async def list_endpoints(
@@ -161,9 +186,11 @@ async def update_endpoint(
     data: WebhookEndpointUpdate,
     url: CheckedURL | None,
 ) -> dict[str, Any]:
-    """Apply ``data``; ``url`` is ``data.url`` checked by :func:`check_receiver_url`, when set."""
+    """Apply ``data``; ``url`` is ``data.url`` checked by :func:`check_receiver_url`, when set.
+    Audited as ``endpoint.reenable`` when it enables a disabled endpoint, else as
+    ``endpoint.update`` (nothing recorded when no value changes)."""
     account_id = _account(principal)
-    await _get(conn, account_id, endpoint_id)
+    before = _audited(await _get(conn, account_id, endpoint_id))
     changes = data.model_dump(exclude_unset=True)
     values: dict[str, Any] = {"updated_at": utcnow()}
     if "url" in changes:
@@ -179,7 +206,12 @@ async def update_endpoint(
         if changes["enabled"]:
             values.update(disabled_reason=None, failing_since=None)
     await endpoints.update_endpoint(conn, account_id, endpoint_id, values)
-    return render_endpoint(await _get(conn, account_id, endpoint_id))
+    row = await _get(conn, account_id, endpoint_id)
+    if changes := audit.changed(before, _audited(row)):
+        reenabled = changes.get("enabled") == [False, True]
+        action = "endpoint.reenable" if reenabled else "endpoint.update"
+        await _record(conn, principal, action, endpoint_id, changes)
+    return render_endpoint(row)
 
 
 async def delete_endpoint(conn: AsyncConnection, principal: Principal, endpoint_id: str) -> None:
@@ -189,6 +221,8 @@ async def delete_endpoint(conn: AsyncConnection, principal: Principal, endpoint_
     await endpoints.update_endpoint(
         conn, account_id, endpoint_id, {"deleted_at": now, "enabled": False, "updated_at": now}
     )
+    changes = {"deleted_at": [None, format_timestamp(now)]}
+    await _record(conn, principal, "endpoint.delete", endpoint_id, changes)
 
 
 async def rotate_secret(
@@ -210,6 +244,7 @@ async def rotate_secret(
             "updated_at": now,
         },
     )
+    await _record(conn, principal, "endpoint.rotate_secret", endpoint_id)  # never the secret
     return {**render_endpoint(await _get(conn, account_id, endpoint_id)), "secret": secret}
 
 
@@ -232,4 +267,6 @@ async def recover_deliveries(
             "enabled",
             reason="endpoint_disabled",
         )
-    return {"recovered": await outbox.requeue_failed(conn, endpoint_id, since, utcnow())}
+    recovered = await outbox.requeue_failed(conn, endpoint_id, since, utcnow())
+    await _record(conn, principal, "endpoint.recover", endpoint_id)
+    return {"recovered": recovered}

@@ -4,7 +4,8 @@
 - ``guard``: :class:`ConsoleRoute`, the session and CSRF check in front of every page.
 - ``sign_in``: the pages reachable without a session (signing in, the static files).
 - ``overview``, ``products``, ``order_list`` (the orders' list), ``orders`` (an order),
-  ``webhooks`` (and events), ``accounts`` (and keys).
+  ``webhooks`` (and events), ``accounts`` (and keys), ``audit`` (the audit trail, and an
+  order's timeline).
 - ``bulk`` and ``exports``: what the lists' bulk actions (confirm, then each id through its
   service call) and CSV exports (streamed by keyset chunks) share.
 """

@@ -9,6 +9,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from commerce_api.accounts import service as accounts
+from commerce_api.audit import keys as audited_keys
 from commerce_api.console import repository
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import PREFIX, form_text, redirect, render
@@ -48,7 +49,7 @@ async def create_account(request: Request, services: ServicesDep, _session: Sess
     return redirect(f"{PREFIX}/accounts", "account-created")
 
 
-async def create_key(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+async def create_key(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     """A client key for an account, or an admin key (``account_id`` empty); with ``kind``
     ``publishable``, the account's publishable key. Shown once."""
     form = await request.form()
@@ -65,8 +66,12 @@ async def create_key(request: Request, services: ServicesDep, _session: SessionD
     )
     try:
         async with services.db.write() as conn:
-            key = await accounts.create_key(
-                conn, services.settings.environment, account_id=account_id, role=role
+            key = await audited_keys.create_key(
+                conn,
+                session.principal,
+                services.settings.environment,
+                account_id=account_id,
+                role=role,
             )
     except accounts.AccountNotFound:
         error = f"No account with id `{account_id}`."
@@ -75,10 +80,10 @@ async def create_key(request: Request, services: ServicesDep, _session: SessionD
 
 
 async def revoke_key(
-    key_id: str, request: Request, services: ServicesDep, _session: SessionDep
+    key_id: str, request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
     async with services.db.write() as conn:
-        revoked = await accounts.revoke_key(conn, key_id)
+        revoked = await audited_keys.revoke_key(conn, session.principal, key_id)
     if not revoked:
         error = f"No key with id `{key_id}`."
         return await _accounts_page(request, services, {"error": error}, 404)

@@ -9,7 +9,9 @@ from typing import Any
 from fastapi import Request
 from starlette.responses import Response
 
+from commerce_api.audit import service as audit
 from commerce_api.console import repository
+from commerce_api.console.pages.audit import order_timeline
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import PREFIX, change_then_redirect, form_text, render
 from commerce_api.console.sessions import ConsoleSession
@@ -39,6 +41,7 @@ async def _order_page(
                 await event_service.get_event(conn, session.principal, event.id)
                 for event in await repository.order_events(conn, row.account_id, order_id)
             ]
+            history = await audit.history_of(conn, order_id)
     except APIError as exc:
         return render(request, "message.html", {"title": "Not found", "error": exc.message}, 404)
     context = {
@@ -46,6 +49,7 @@ async def _order_page(
         "order": order,
         "account_id": row.account_id,
         "events": events,
+        "timeline": order_timeline(order, history, events),
         "error": error,
         "values": values or {},  # the Fulfil form's fields, as typed
     }

@@ -137,7 +137,7 @@ async def new_product_form(request: Request, _session: SessionDep) -> Response:
     return render(request, "product.html", {"nav": "products", "product": None, "values": {}})
 
 
-async def create_product(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+async def create_product(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     form = await request.form()
     fields, errors = _product_fields(form)
     if not errors:
@@ -149,7 +149,7 @@ async def create_product(request: Request, services: ServicesDep, _session: Sess
         context = {"nav": "products", "product": None, "values": form, "errors": errors}
         return render(request, "product.html", context, 400)
     async with services.db.write() as conn:
-        product = await catalog.create_product(conn, data)
+        product = await catalog.create_product(conn, session.principal, data)
     return redirect(f"{PREFIX}/products/{product['id']}", "product-created")
 
 
@@ -158,7 +158,7 @@ class _ImportRefused(Exception):
 
 
 async def import_products(
-    request: Request, services: ServicesDep, _session: SessionDep
+    request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
     """All or nothing, with every invalid record named: each record goes through the
     service's import on its own, in one transaction rolled back if any was refused."""
@@ -182,7 +182,7 @@ async def import_products(
             async with services.db.write() as conn:
                 for index, record in enumerate(records, start=1):
                     try:
-                        result = await catalog.import_products(conn, [record])
+                        result = await catalog.import_products(conn, session.principal, [record])
                     except catalog.InvalidImport as exc:
                         errors.append(f"record {index}: {str(exc).split(': ', 1)[-1]}")
                         continue
@@ -217,7 +217,7 @@ async def product_page(
 
 
 async def update_product(
-    product_id: str, request: Request, services: ServicesDep, _session: SessionDep
+    product_id: str, request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
     form = await request.form()
     fields, errors = _product_fields(form)
@@ -225,7 +225,7 @@ async def update_product(
         try:
             data = ProductUpdate.model_validate(fields)
             async with services.db.write() as conn:
-                await catalog.update_product(conn, product_id, data)
+                await catalog.update_product(conn, session.principal, product_id, data)
         except ValidationError as exc:
             errors = _validation_messages(exc)
         except APIError as exc:
@@ -237,11 +237,11 @@ async def update_product(
 
 
 async def archive_product(
-    product_id: str, request: Request, services: ServicesDep, _session: SessionDep
+    product_id: str, request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
     return await change_then_redirect(
         services.db,
-        lambda conn: catalog.archive_product(conn, product_id),
+        lambda conn: catalog.archive_product(conn, session.principal, product_id),
         lambda exc: _product_page(request, services, product_id, {"errors": [exc.message]}, 404),
         f"{PREFIX}/products",
         "product-archived",
