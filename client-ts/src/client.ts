@@ -4,6 +4,7 @@ import { APIConnectionError, APITimeoutError, CommerceError, errorFromResponse }
 import { OPERATIONS, type Operations } from "./generated/schema.js";
 import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
 import { Categories } from "./resources/categories.js";
+import { AuditEvents } from "./resources/audit-events.js";
 import { Events } from "./resources/events.js";
 import { Orders } from "./resources/orders.js";
 import { Products } from "./resources/products.js";
@@ -174,6 +175,7 @@ export class CommerceClient {
   readonly orders: Orders;
   readonly webhookEndpoints: WebhookEndpoints;
   readonly events: Events;
+  readonly auditEvents: AuditEvents;
 
   readonly #apiKey: string;
   readonly #fetch: typeof fetch;
@@ -233,6 +235,7 @@ export class CommerceClient {
     this.orders = new Orders(this);
     this.webhookEndpoints = new WebhookEndpoints(this);
     this.events = new Events(this);
+    this.auditEvents = new AuditEvents(this);
   }
 
   /** Never shows the key. */

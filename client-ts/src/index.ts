@@ -58,6 +58,10 @@ export {
 export { isOrderEvent } from "./types.js";
 export type {
   Address,
+  AuditActor,
+  AuditEvent,
+  AuditEventListParams,
+  AuditTarget,
   Category,
   CategoryList,
   CountryCode,

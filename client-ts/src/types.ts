@@ -134,6 +134,17 @@ export interface EventWithDeliveries extends Event {
  * page after that event. */
 export type EventListParams = WithTimestamps<G.Operations["list_events"]["query"]>;
 
+// --- Audit trail ----------------------------------------------------------------------------
+
+/** One change: who (`actor`: a key, or the system's `cli` / `sweeper`), what (`action`, such as
+ * `order.fulfill`), to what (`target`), and each changed field's `[old, new]` (`changes`). */
+export type AuditEvent = G.AuditEvent;
+export type AuditActor = G.AuditActor;
+export type AuditTarget = G.AuditTarget;
+/** `auditEvents.list()`: newest first; filters `target_id`, `actor_id`, `action`, a time range,
+ * `starting_after` for the page after that row. */
+export type AuditEventListParams = WithTimestamps<G.Operations["list_audit_events"]["query"]>;
+
 const ORDER_EVENT_TYPES: ReadonlySet<string> = new Set<EventType>([
   "order.created",
   "order.fulfilled",
@@ -192,9 +203,11 @@ type _EndpointDelete = Assert<Equals<void, G.Operations["delete_webhook_endpoint
 type _EventGet = Assert<MutuallyAssignable<EventWithDeliveries, G.Operations["get_event"]["response"]>>;
 type _EventRedeliver = Assert<MutuallyAssignable<EventWithDeliveries, G.Operations["redeliver_event"]["response"]>>;
 type _EventList = Assert<MutuallyAssignable<Event[], G.Operations["list_events"]["response"]["data"]>>;
+type _AuditEventList = Assert<Equals<AuditEvent[], G.Operations["list_audit_events"]["response"]["data"]>>;
 /** The list queries the resources send are the documented ones, `Date`s aside. */
 type _OrderListQuery = Assert<Equals<keyof OrderListParams, keyof G.Operations["list_orders"]["query"]>>;
 type _EventListQuery = Assert<Equals<keyof EventListParams, keyof G.Operations["list_events"]["query"]>>;
+type _AuditEventListQuery = Assert<Equals<keyof AuditEventListParams, keyof G.Operations["list_audit_events"]["query"]>>;
 type _ProductCreateBody = Assert<Equals<ProductCreateParams, G.Operations["create_product"]["body"]>>;
 type _ProductUpdateBody = Assert<Equals<ProductUpdateParams, G.Operations["update_product"]["body"]>>;
 type _ProductCreate = Assert<Equals<Product, G.Operations["create_product"]["response"]>>;
@@ -219,5 +232,5 @@ export type __TypeChecks = [
   _EndpointCreate, _EndpointRotate, _EndpointGet, _EndpointDelete, _EventGet, _EventRedeliver,
   _EventList, _OrderListQuery, _EventListQuery, _DeliveryStatus, _OrderStatus, _ProductCreateBody,
   _ProductUpdateBody, _ProductCreate, _ProductUpdate, _ProductArchive, _ProductSearch, _ProductSort,
-  _CategoryList,
+  _CategoryList, _AuditEventList, _AuditEventListQuery,
 ];

@@ -178,6 +178,18 @@ def event_json(**overrides: object) -> dict[str, Any]:
     }
 
 
+def audit_event_json(**overrides: object) -> dict[str, Any]:
+    return {
+        "id": "aud_1",
+        "created_at": "2026-11-21T08:12:41.123Z",
+        "actor": {"type": "key", "id": "key_1"},
+        "action": "product.update",
+        "target": {"type": "product", "id": "prod_1"},
+        "changes": {"price": [12.5, 10], "inventory_count": [3, 0]},
+        **overrides,
+    }
+
+
 def page_json(items: list[dict[str, Any]], *, total: int, offset: int = 0) -> dict[str, Any]:
     return {
         "data": items,

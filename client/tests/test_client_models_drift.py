@@ -24,6 +24,9 @@ import pytest
 
 from commerce_client import (
     Address,
+    AuditActor,
+    AuditEvent,
+    AuditTarget,
     Category,
     DeliveryAttempt,
     Event,
@@ -42,11 +45,13 @@ from commerce_client import (
     WebhookEndpointWithSecret,
 )
 from commerce_client.resources import (
+    AsyncAuditEvents,
     AsyncCategories,
     AsyncEvents,
     AsyncOrders,
     AsyncProducts,
     AsyncWebhookEndpoints,
+    AuditEvents,
     Categories,
     Events,
     Orders,
@@ -59,6 +64,9 @@ SCHEMAS: dict[str, Any] = json.loads(SNAPSHOT.read_text())["components"]["schema
 
 MODELS: dict[str, type] = {
     "Address": Address,
+    "AuditActor": AuditActor,
+    "AuditEvent": AuditEvent,
+    "AuditTarget": AuditTarget,
     "CategoryListItem": Category,
     "Delivery": EventDelivery,
     "DeliveryAttempt": DeliveryAttempt,
@@ -80,6 +88,8 @@ WIDER = {
     # does not know (the schema names the order only).
     ("Event", "data"),
     ("EventWithDeliveries", "data"),
+    # {field: [old, new]}: an object of arrays of any JSON value.
+    ("AuditEvent", "changes"),
 }
 PARAMS: dict[str, type] = {
     "OrderItemCreate": OrderItemParam,
@@ -170,7 +180,7 @@ def test_each_request_shape_has_the_schemas_keys(name: str) -> None:
 def test_every_response_schema_has_a_model() -> None:
     """A new response schema needs a model (or a line here saying why not)."""
     envelopes = {"ErrorDetail", "ErrorResponse", "EventList", "OrderList", "ProductList"}
-    envelopes |= {"WebhookEndpointList"}  # pages: Page[T] of the item models
+    envelopes |= {"WebhookEndpointList", "AuditEventList"}  # pages: Page[T] of the item models
     envelopes |= {"CategoryList"}  # categories.list() returns its data, a list of Category
     envelopes |= {"WebhookEndpointRecovered"}  # webhook_endpoints.recover() returns its count
     # The webhook bodies (the document's webhooks section): verify_webhook() returns an Event,
@@ -208,6 +218,7 @@ OPERATION_METHODS: dict[str, tuple[Any, Any]] = {
     "list_events": (Events.list, AsyncEvents.list),
     "get_event": (Events.get, AsyncEvents.get),
     "redeliver_event": (Events.redeliver, AsyncEvents.redeliver),
+    "list_audit_events": (AuditEvents.list, AsyncAuditEvents.list),
 }
 
 

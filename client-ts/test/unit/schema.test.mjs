@@ -57,6 +57,7 @@ describe("OpenAPI drift", () => {
       get_event: ["GET", "/events/{id}"],
       redeliver_event: ["POST", "/events/{id}/redeliver"],
       recover_webhook_endpoint: ["POST", "/webhook_endpoints/{id}/recover"],
+      list_audit_events: ["GET", "/audit_events"],
     };
     for (const [id, [method, path]] of Object.entries(used)) {
       assert.deepEqual(OPERATIONS[id], { method, path }, id);

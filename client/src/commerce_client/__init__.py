@@ -36,6 +36,9 @@ from commerce_client._types import NOT_GIVEN, Environment, NotGiven
 from commerce_client._version import __version__
 from commerce_client.types import (
     Address,
+    AuditActor,
+    AuditEvent,
+    AuditTarget,
     Category,
     DeliveryAttempt,
     Event,
@@ -67,6 +70,9 @@ __all__ = [
     "APITimeoutError",
     "Address",
     "AsyncClient",
+    "AuditActor",
+    "AuditEvent",
+    "AuditTarget",
     "AuthenticationError",
     "Category",
     "Client",

@@ -27,6 +27,7 @@ from commerce_client._response import WithResponse
 from commerce_client._types import NOT_GIVEN, Environment, NotGiven
 from commerce_client._version import __version__
 from commerce_client.resources.categories import AsyncCategories, Categories
+from commerce_client.resources.audit_events import AsyncAuditEvents, AuditEvents
 from commerce_client.resources.events import AsyncEvents, Events
 from commerce_client.resources.orders import AsyncOrders, Orders
 from commerce_client.resources.products import AsyncProducts, Products
@@ -238,6 +239,7 @@ class Client(_BaseClient):
     orders: Orders
     webhook_endpoints: WebhookEndpoints
     events: Events
+    audit_events: AuditEvents
 
     def __init__(
         self,
@@ -270,6 +272,7 @@ class Client(_BaseClient):
         self.orders = Orders(self)
         self.webhook_endpoints = WebhookEndpoints(self)
         self.events = Events(self)
+        self.audit_events = AuditEvents(self)
 
     def with_response(
         self, method: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
@@ -341,6 +344,7 @@ class AsyncClient(_BaseClient):
     orders: AsyncOrders
     webhook_endpoints: AsyncWebhookEndpoints
     events: AsyncEvents
+    audit_events: AsyncAuditEvents
 
     def __init__(
         self,
@@ -372,6 +376,7 @@ class AsyncClient(_BaseClient):
         self.orders = AsyncOrders(self)
         self.webhook_endpoints = AsyncWebhookEndpoints(self)
         self.events = AsyncEvents(self)
+        self.audit_events = AsyncAuditEvents(self)
 
     async def with_response(
         self, method: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs

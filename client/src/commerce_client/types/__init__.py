@@ -1,6 +1,7 @@
 """The models the API returns (frozen dataclasses) and the shapes it accepts (TypedDicts)."""
 
 from commerce_client._pagination import Page, Pagination
+from commerce_client.types.audit_event import AuditActor, AuditEvent, AuditTarget
 from commerce_client.types.category import Category
 from commerce_client.types.event import (
     DeliveryAttempt,
@@ -25,6 +26,9 @@ from commerce_client.types.webhook_endpoint import WebhookEndpoint, WebhookEndpo
 
 __all__ = [
     "Address",
+    "AuditActor",
+    "AuditEvent",
+    "AuditTarget",
     "Category",
     "DeliveryAttempt",
     "DeliveryStatus",
