@@ -105,8 +105,8 @@ async def record_many(conn: Executor, rows: list[dict[str, Any]]) -> None:
 
 
 def created(values: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """The changes of something new: each field from ``null`` to its value."""
-    return {field: [None, value] for field, value in values.items()}
+    """The changes of something new: each field that has a value, from ``null`` to it."""
+    return {field: [None, value] for field, value in values.items() if value is not None}
 
 
 def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, list[Any]]:

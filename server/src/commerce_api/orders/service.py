@@ -267,14 +267,14 @@ async def _transition(
         lines = await repository.lines_of(conn, [order.id])
         for line in sorted(lines, key=lambda line: line.product_id):  # lock order, as above
             await repository.release_stock(conn, line.product_id, line.quantity)
-    rendered = await _rendered(conn, order.id)
-    await record_event(
-        conn, account_id=order.account_id, type=EVENT_FOR_STATUS[target], data=rendered
-    )
     changes: dict[str, list[Any]] = {"status": [order.status, target.value]}
     if tracking is not None:
         changes["tracking"] = [None, tracking.model_dump()]
     await audit.record(conn, actor, f"order.{action.value}", ("order", order.id), changes)
+    rendered = await _rendered(conn, order.id)
+    await record_event(
+        conn, account_id=order.account_id, type=EVENT_FOR_STATUS[target], data=rendered
+    )
     return rendered
 
 
