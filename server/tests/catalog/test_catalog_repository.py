@@ -185,7 +185,7 @@ def record(name: str = "Widget", **overrides: Any) -> dict[str, Any]:
 
 async def run_import(db: Database, records: list[dict[str, Any]]) -> ImportResult:
     async with db.write() as conn:
-        return await import_products(conn, records)
+        return await import_products(conn, None, records)
 
 
 async def test_import_creates_products(db: Database) -> None:

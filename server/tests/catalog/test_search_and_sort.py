@@ -222,7 +222,9 @@ async def test_q_follows_every_change_in_the_writing_transaction(
     assert response.status_code == 204
     assert await names(client, client_key, q="hemp") == []
     async with db.write() as conn:
-        await catalog_service.import_products(conn, [{"id": product_id, "name": "Wool towel"}])
+        await catalog_service.import_products(
+            conn, None, [{"id": product_id, "name": "Wool towel"}]
+        )
     assert await names(client, client_key, q="wool rough") == ["Wool towel"]
     assert await names(client, client_key, q="hemp") == []
 

@@ -50,7 +50,7 @@ async def test_the_import_service_counts_a_product_named_twice_once(
 ) -> None:
     lamp = await factories.create_product(client, admin_key, name="Lamp", inventory_count=5)
     async with db.write() as conn:
-        result = await catalog.import_products(conn, _records(lamp["id"]))
+        result = await catalog.import_products(conn, None, _records(lamp["id"]))
     assert result == catalog.ImportResult(created=1, updated=1)
     product = await _product(client, admin_key, lamp["id"])
     assert (product["inventory_count"], product["price"]) == (7, 3)

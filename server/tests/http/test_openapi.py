@@ -101,7 +101,7 @@ class FuzzTarget:
 @pytest.fixture
 async def seeded(database_url: str, db: Database, make_key: KeyFactory) -> Seeded:
     async with db.write() as conn:
-        ids = [(await catalog.create_product(conn, p))["id"] for p in SEED_PRODUCTS]
+        ids = [(await catalog.create_product(conn, None, p))["id"] for p in SEED_PRODUCTS]
     return Seeded(
         database_url=database_url,
         product_ids=ids,

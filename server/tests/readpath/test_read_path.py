@@ -578,6 +578,7 @@ async def test_imports_and_raw_inserts_are_seen_by_the_very_next_list(
             async with db.write() as conn:
                 result = await catalog_service.import_products(
                     conn,
+                    None,
                     [
                         {
                             "name": f"Imported {round_}",
