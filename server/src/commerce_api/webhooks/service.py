@@ -207,10 +207,10 @@ async def update_endpoint(
             values.update(disabled_reason=None, failing_since=None)
     await endpoints.update_endpoint(conn, account_id, endpoint_id, values)
     row = await _get(conn, account_id, endpoint_id)
-    if changes := audit.changed(before, _audited(row)):
-        reenabled = changes.get("enabled") == [False, True]
+    if changed := audit.changed(before, _audited(row)):
+        reenabled = changed.get("enabled") == [False, True]
         action = "endpoint.reenable" if reenabled else "endpoint.update"
-        await _record(conn, principal, action, endpoint_id, changes)
+        await _record(conn, principal, action, endpoint_id, changed)
     return render_endpoint(row)
 
 
