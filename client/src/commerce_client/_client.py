@@ -26,8 +26,8 @@ from commerce_client._errors import (
 from commerce_client._response import WithResponse
 from commerce_client._types import NOT_GIVEN, Environment, NotGiven
 from commerce_client._version import __version__
-from commerce_client.resources.categories import AsyncCategories, Categories
 from commerce_client.resources.audit_events import AsyncAuditEvents, AuditEvents
+from commerce_client.resources.categories import AsyncCategories, Categories
 from commerce_client.resources.events import AsyncEvents, Events
 from commerce_client.resources.orders import AsyncOrders, Orders
 from commerce_client.resources.products import AsyncProducts, Products

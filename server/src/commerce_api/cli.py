@@ -21,13 +21,13 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
-from commerce_api.audit import keys as audited_keys
 from commerce_api.app.serving import (
     check_port_free,
     granian_options,
     metrics_directory,
     served_app,
 )
+from commerce_api.audit import keys as audited_keys
 from commerce_api.catalog import service as catalog
 from commerce_api.core.errors import APIError
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp

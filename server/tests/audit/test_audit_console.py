@@ -38,7 +38,9 @@ async def test_console_actions_are_recorded_with_the_sessions_key(
     order = await factories.place_ok(console, customer.secret, (product["id"], 1))
     done = await console.post(f"/dashboard/orders/{order['id']}/fulfil", data={"csrf_token": token})
     assert done.status_code == 303
-    revoked = await console.post(f"/dashboard/keys/{customer.id}/revoke", data={"csrf_token": token})
+    revoked = await console.post(
+        f"/dashboard/keys/{customer.id}/revoke", data={"csrf_token": token}
+    )
     assert revoked.status_code == 303
 
     (update,) = await trail(db, action="product.update")
@@ -57,15 +59,21 @@ async def test_the_audit_page_lists_and_filters(
     order = await factories.place_ok(console, customer.secret, (product["id"], 1))
     page = await console.get("/dashboard/audit")
     assert page.status_code == 200
-    assert 'aria-current="page"' in page.text and "/dashboard/audit" in page.text
-    assert "product.create" in page.text and "order.create" in page.text
-    assert admin.id in page.text and customer.id in page.text
+    assert 'aria-current="page"' in page.text
+    assert "/dashboard/audit" in page.text
+    assert "<code>product.create</code>" in page.text
+    assert "<code>order.create</code>" in page.text
+    assert admin.id in page.text
+    assert customer.id in page.text
     only = await console.get("/dashboard/audit", params={"action": "order.create"})
     assert order["id"] in only.text
     assert f"product <code>{product['id']}</code>" not in only.text
     by_target = await console.get("/dashboard/audit", params={"target_id": product["id"]})
-    assert "product.create" in by_target.text and "order.create" not in by_target.text
-    by_day = await console.get("/dashboard/audit", params={"from": "2000-01-01", "to": "2000-01-02"})
+    assert "<code>product.create</code>" in by_target.text
+    assert "<code>order.create</code>" not in by_target.text
+    by_day = await console.get(
+        "/dashboard/audit", params={"from": "2000-01-01", "to": "2000-01-02"}
+    )
     assert "No audit events match." in by_day.text
     odd = await console.get("/dashboard/audit", params={"action": "<b>", "from": "not a day"})
     assert odd.status_code == 200
@@ -84,10 +92,12 @@ async def test_an_orders_page_shows_its_timeline(
     assert done.status_code == 303
     page = await console.get(f"/dashboard/orders/{order['id']}")
     timeline = page.text.split('<ol class="timeline">', 1)[1].split("</ol>", 1)[0]
-    entries = timeline.split("<li>")[1:]
+    entries = timeline.split("<li><time")[1:]
     assert len(entries) == 4, timeline
-    assert "order.create" in entries[0] and customer.id in entries[0]
+    assert "order.create" in entries[0]
+    assert customer.id in entries[0]
     assert "order.created" in entries[1]
-    assert "order.fulfill" in entries[2] and admin.id in entries[2]
+    assert "order.fulfill" in entries[2]
+    assert admin.id in entries[2]
     assert '"pending" → "fulfilled"' in entries[2]
     assert "order.fulfilled" in entries[3]

@@ -35,14 +35,14 @@ def a_history() -> list[dict[str, Any]]:
         (audit.CLI, "product.update", ("product", "prod_a")),
     ]
     return [
-        audit.audit_row(actor, action, target, {"x": [index, index + 1]}, START + timedelta(minutes=index))
+        audit.audit_row(
+            actor, action, target, {"x": [index, index + 1]}, START + timedelta(minutes=index)
+        )
         for index, (actor, action, target) in enumerate(specs)
     ]
 
 
-async def listed(
-    client: httpx.AsyncClient, key: str, **params: Any
-) -> dict[str, Any]:
+async def listed(client: httpx.AsyncClient, key: str, **params: Any) -> dict[str, Any]:
     response = await client.get("/v1/audit_events", params=params, headers=bearer(key))
     assert response.status_code == 200, response.text
     page: dict[str, Any] = response.json()
@@ -80,9 +80,7 @@ async def test_admin_keys_list_newest_first_with_the_filters(
         "product.create prod_b",
         "product.create prod_a",
     ]
-    assert actions(await listed(client, admin.secret, actor_id="sweeper")) == [
-        "order.cancel ord_b"
-    ]
+    assert actions(await listed(client, admin.secret, actor_id="sweeper")) == ["order.cancel ord_b"]
     assert actions(await listed(client, admin.secret, action="order.fulfill")) == [
         "order.fulfill ord_a"
     ]
@@ -130,7 +128,7 @@ async def test_client_keys_are_refused_and_keys_are_needed(
     client: httpx.AsyncClient, customer: CreatedKey
 ) -> None:
     refused = await client.get("/v1/audit_events", headers=bearer(customer.secret))
-    assert_error(refused, 403, "forbidden")
+    assert_error(refused, 403, "unauthorized", "Authorization", reason="forbidden")
     assert_error(await client.get("/v1/audit_events"), 401, "unauthorized", "Authorization")
 
 
@@ -143,7 +141,9 @@ async def test_filters_are_validated(client: httpx.AsyncClient, admin: CreatedKe
 async def test_rows_past_the_retention_are_pruned(db: Database) -> None:
     now = utcnow()
     rows = [
-        audit.audit_row(audit.CLI, "product.create", ("product", f"prod_{days}"), {}, now - timedelta(days=days))
+        audit.audit_row(
+            audit.CLI, "product.create", ("product", f"prod_{days}"), {}, now - timedelta(days=days)
+        )
         for days in (400, 366, 364, 0)
     ]
     async with db.write() as conn:

@@ -31,9 +31,7 @@ async def test_an_orders_life_is_recorded_with_each_actor(
     product = await factories.create_product(client, admin.secret, inventory_count=10)
     first = await factories.place_ok(client, customer.secret, (product["id"], 1))
     second = await factories.place_ok(client, customer.secret, (product["id"], 1))
-    fulfilled = await client.post(
-        f"/v1/orders/{first['id']}/fulfill", headers=bearer(admin.secret)
-    )
+    fulfilled = await client.post(f"/v1/orders/{first['id']}/fulfill", headers=bearer(admin.secret))
     assert fulfilled.status_code == 200
     canceled = await client.post(
         f"/v1/orders/{second['id']}/cancel", headers=bearer(customer.secret)
@@ -88,12 +86,16 @@ async def test_a_crash_after_a_fulfil_rolls_back_its_row(
 ) -> None:
     product_id = await factories.new_product(db, stock=3)
     order = await factories.place_order(db, principal_of(customer), (product_id, 1))
-    with pytest.raises(Crash):
+
+    async def fulfil_then_crash() -> None:
         async with db.write() as conn:
             await orders_service.fulfill_order(
                 conn, principal_of(admin), order["id"], settings.environment
             )
             raise Crash
+
+    with pytest.raises(Crash):
+        await fulfil_then_crash()
     rows = await trail(db, target_id=order["id"])
     assert [row["action"] for row in rows] == ["order.create"]
 
@@ -112,9 +114,7 @@ async def test_a_batch_of_orders_writes_a_row_per_order_in_its_commit(
     assert all(row["changes"] == PENDING for row in rows)
 
 
-async def test_the_sweeper_expires_orders_as_the_system(
-    db: Database, customer: CreatedKey
-) -> None:
+async def test_the_sweeper_expires_orders_as_the_system(db: Database, customer: CreatedKey) -> None:
     product_id = await factories.new_product(db, stock=3)
     order = await factories.place_order(db, principal_of(customer), (product_id, 1))
     async with db.write() as conn:

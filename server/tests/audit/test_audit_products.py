@@ -8,16 +8,15 @@ import json
 
 import httpx
 import pytest
-
-from commerce_api.accounts.service import CreatedKey, Principal
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.accounts.service import CreatedKey, Principal
 from commerce_api.audit import keys as audited_keys
 from commerce_api.audit import repository as audit_repository
 from commerce_api.audit.repository import AuditFilter
-from commerce_api.core.pagination import WHOLE_LIST
 from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import ProductUpdate
+from commerce_api.core.pagination import WHOLE_LIST
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from tests import factories
@@ -98,12 +97,16 @@ async def test_a_crash_after_the_change_rolls_back_the_change_and_its_row(
     db: Database, admin: CreatedKey
 ) -> None:
     product_id = await factories.new_product(db, stock=5)
-    with pytest.raises(Crash):
+
+    async def update_then_crash() -> None:
         async with db.write() as conn:
             update = ProductUpdate.model_validate({"inventory_count": 50})
             await catalog.update_product(conn, principal_of(admin), product_id, update)
             assert await rows_in(conn, product_id) == 1  # written, not yet committed
             raise Crash
+
+    with pytest.raises(Crash):
+        await update_then_crash()
     assert await trail(db, target_id=product_id) == []
     async with db.read() as conn:
         assert (await catalog.get_product(conn, product_id))["inventory_count"] == 5

@@ -125,7 +125,12 @@ def _background_jobs(
     ttl = settings.pending_order_ttl_seconds
     jobs = [
         asyncio.create_task(
-            _every(HOUSEKEEPING_INTERVAL_SECONDS, stop, "housekeeping", lambda: _housekeeping(db, settings)),
+            _every(
+                HOUSEKEEPING_INTERVAL_SECONDS,
+                stop,
+                "housekeeping",
+                lambda: _housekeeping(db, settings),
+            ),
             name="housekeeping",
         )
     ]

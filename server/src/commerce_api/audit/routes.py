@@ -26,7 +26,6 @@ from commerce_api.http.schemas import SingleLine
 audit_router = APIRouter(prefix="/v1/audit_events", tags=["Audit"], route_class=StrictRoute)
 
 
-
 @audit_router.get(
     "",
     response_model=AuditEventList,
@@ -41,14 +40,21 @@ async def list_audit_events(
     starting_after: StartingAfter = None,
     target_id: Annotated[
         str | None,
-        Query(min_length=1, max_length=MAX_ID_LENGTH, description="Only the changes of this "
-              "product, order, key, webhook endpoint or event."),
+        Query(
+            min_length=1,
+            max_length=MAX_ID_LENGTH,
+            description="Only the changes of this product, order, key, webhook endpoint or event.",
+        ),
         SingleLine,
     ] = None,
     actor_id: Annotated[
         str | None,
-        Query(min_length=1, max_length=MAX_ID_LENGTH, description="Only the changes by this "
-              "key (`key_…`) or system actor (`cli`, `sweeper`)."),
+        Query(
+            min_length=1,
+            max_length=MAX_ID_LENGTH,
+            description="Only the changes by this "
+            "key (`key_…`) or system actor (`cli`, `sweeper`).",
+        ),
         SingleLine,
     ] = None,
     action: Annotated[

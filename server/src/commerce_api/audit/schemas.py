@@ -19,7 +19,9 @@ class AuditActor(ResponseModel):
 
 
 class AuditTarget(ResponseModel):
-    type: str = Field(description="`product`, `order`, `key`, `endpoint` (a webhook endpoint) or `event`.")
+    type: str = Field(
+        description="`product`, `order`, `key`, `endpoint` (a webhook endpoint) or `event`."
+    )
     id: str
 
 

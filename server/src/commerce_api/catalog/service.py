@@ -131,7 +131,10 @@ async def create_product(
     row = _new_product_row(data)
     await repository.insert(conn, row)
     await audit.record(
-        conn, audit.actor_of(principal), "product.create", ("product", row["id"]),
+        conn,
+        audit.actor_of(principal),
+        "product.create",
+        ("product", row["id"]),
         audit.created(_audited(row)),
     )
     return await get_product(conn, row["id"])
@@ -165,7 +168,10 @@ async def archive_product(
     if not looks_like("prod", product_id) or not await repository.archive(conn, product_id, now):
         raise product_not_found(product_id)
     await audit.record(
-        conn, audit.actor_of(principal), "product.archive", ("product", product_id),
+        conn,
+        audit.actor_of(principal),
+        "product.archive",
+        ("product", product_id),
         {"archived_at": [None, format_timestamp(now)]},
     )
 
@@ -257,7 +263,9 @@ async def import_products(
         updated.add(product_id)
     await repository.insert_many(conn, new_rows)
     trail += [
-        audit.audit_row(actor, "product.create", ("product", row["id"]), audit.created(_audited(row)))
+        audit.audit_row(
+            actor, "product.create", ("product", row["id"]), audit.created(_audited(row))
+        )
         for row in new_rows
     ]
     await audit.record_many(conn, trail)

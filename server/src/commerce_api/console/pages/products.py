@@ -157,9 +157,7 @@ class _ImportRefused(Exception):
     """Rolls the import's transaction back (some record was invalid)."""
 
 
-async def import_products(
-    request: Request, services: ServicesDep, session: SessionDep
-) -> Response:
+async def import_products(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     """All or nothing, with every invalid record named: each record goes through the
     service's import on its own, in one transaction rolled back if any was refused."""
     upload = (await request.form()).get("file")
