@@ -12,7 +12,8 @@ async def trail(db: Database, **filters: Any) -> list[dict[str, Any]]:
     """The audit rows (as the API renders them), oldest first, filtered like the list."""
     async with db.read() as conn:
         page = await audit.list_audit_events(conn, limit=100, offset=0, **filters)
-    return page["data"][::-1]
+    rows: list[dict[str, Any]] = page["data"]
+    return rows[::-1]
 
 
 def by(row: dict[str, Any]) -> tuple[str, str]:
