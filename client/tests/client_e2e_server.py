@@ -46,9 +46,9 @@ async def prepare(database_url: str) -> E2EServer:
                     category=BOOKS,
                     inventory_count=1_000_000,
                 )
-                books.append((await catalog.create_product(conn, product))["id"])
+                books.append((await catalog.create_product(conn, None, product))["id"])
             sold_out = ProductCreate(name="Gone", price=0.1, category="e2e-sold-out")
-            sold_out_id = (await catalog.create_product(conn, sold_out))["id"]
+            sold_out_id = (await catalog.create_product(conn, None, sold_out))["id"]
     finally:
         await db.dispose()
     return E2EServer("", client_key.secret, admin_key.secret, books, sold_out_id)
