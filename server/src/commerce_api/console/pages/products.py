@@ -247,10 +247,11 @@ async def archive_product(
 
 
 async def set_stock(
-    product_id: str, request: Request, services: ServicesDep, _session: SessionDep
+    product_id: str, request: Request, services: ServicesDep, session: SessionDep
 ) -> Response:
     """Set the stock to a value (the form's ``inventory_count``): the API's product update of
-    that one field, so the other fields are left as they are."""
+    that one field, so the other fields are left as they are (and the audit trail records the
+    old and new count, by the session's key)."""
     text = form_text(await request.form(), "inventory_count")
     errors: list[str] = []
     if not (text.isascii() and text.isdigit() and len(text) <= len(str(MAX_INVENTORY))):
@@ -259,7 +260,7 @@ async def set_stock(
         try:
             data = ProductUpdate.model_validate({"inventory_count": int(text)})
             async with services.db.write() as conn:
-                await catalog.update_product(conn, product_id, data)
+                await catalog.update_product(conn, session.principal, product_id, data)
         except ValidationError as exc:
             errors = _validation_messages(exc)
         except APIError as exc:
@@ -348,11 +349,15 @@ async def confirm_bulk(request: Request, services: ServicesDep, _session: Sessio
     return bulk.confirmation(request, ARCHIVE, selected, run_url, back, back_url)
 
 
-async def run_bulk(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+async def run_bulk(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     """A confirmed bulk archive: each product through the API's archive, in a transaction of
     its own; the page says what happened to each."""
     ids, _back, back_url, error = await _bulk_form(request)
     if error is not None:
         return bulk.refused_selection(request, ARCHIVE, error, back_url)
-    outcomes = await bulk.run_each(services.db, ids, catalog.archive_product)
+    outcomes = await bulk.run_each(
+        services.db,
+        ids,
+        lambda conn, product_id: catalog.archive_product(conn, session.principal, product_id),
+    )
     return bulk.results(request, ARCHIVE, outcomes, LIST_URL, back_url)

@@ -4,8 +4,8 @@ Each row is written in the transaction of the change it records. Its indexes all
 ``(created_at, id)``, the newest-first list's order: the whole list (and the pruning of rows
 past ``COMMERCE_AUDIT_RETENTION_DAYS``), one target's, one actor's, one action's.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0014
+Revises: 0013
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from alembic import op
 
 from commerce_api.storage.tables import SortableId, UTCDateTime
 
-revision = "0012"
-down_revision = "0011"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
