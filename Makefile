@@ -13,7 +13,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test test-latest lint format clean bench cluster dist
+.PHONY: install serve test test-latest lint format clean bench bench-overview cluster dist
 
 install: $(VENV)/.installed
 
@@ -95,3 +95,8 @@ bench: install
 # --smoke, --rtts 0,1, --duration 3 (see bench/cluster.py --help).
 cluster: install
 	$(BIN)/python bench/cluster.py $(CLUSTER_ARGS)
+
+# The console overview of 1,000,000 orders (bench/overview.py): SQLite, and PostgreSQL with
+# BENCH_OVERVIEW_ARGS="--postgres-url postgresql://postgres@127.0.0.1:5432/postgres".
+bench-overview: install
+	$(BIN)/python bench/overview.py $(BENCH_OVERVIEW_ARGS)

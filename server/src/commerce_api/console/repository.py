@@ -6,12 +6,36 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, literal, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    case,
+    delete,
+    func,
+    literal,
+    literal_column,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.catalog.repository import DETAIL_COLUMNS
-from commerce_api.storage.tables import accounts, api_keys, console_sessions, events, products
+from commerce_api.storage.tables import (
+    ENDPOINT_IS_FAILING,
+    ORDER_IS_PENDING,
+    accounts,
+    api_keys,
+    console_sessions,
+    events,
+    orders,
+    products,
+    webhook_deliveries,
+    webhook_endpoints,
+)
 
 # --- sessions ----------------------------------------------------------------------------------
 
@@ -155,3 +179,116 @@ async def order_events(conn: AsyncConnection, account_id: str, order_id: str) ->
         .order_by(events.c.created_at, events.c.id)
     )
     return list(result.all())
+
+
+async def delivery_states(conn: AsyncConnection, event_ids: Sequence[str]) -> list[Row[Any]]:
+    """``(event_id, status, attempts)`` of every delivery of these events (a page's, on the
+    primary key): at most one per endpoint of each event's account."""
+    if not event_ids:
+        return []
+    result = await conn.execute(
+        select(
+            webhook_deliveries.c.event_id,
+            webhook_deliveries.c.status,
+            webhook_deliveries.c.attempts,
+        ).where(webhook_deliveries.c.event_id.in_(event_ids))
+    )
+    return list(result.all())
+
+
+# --- the overview ------------------------------------------------------------------------------
+
+
+def _hour_of(dialect: str) -> ColumnElement[Any]:
+    """An order's hour (UTC) to group by: SQLite's ISO text cut after the hour (the range scan
+    already reads it; ``strftime`` would parse every value), PostgreSQL's ``date_trunc``. The
+    constants are literals: a bound parameter would differ between the SELECT and the GROUP BY
+    for PostgreSQL."""
+    if dialect == "postgresql":
+        utc = orders.c.created_at.op("AT TIME ZONE")(literal_column("'UTC'"))
+        return func.date_trunc(literal_column("'hour'"), utc)
+    return func.substr(orders.c.created_at, 1, 13)
+
+
+async def orders_per_hour(
+    conn: AsyncConnection, start: datetime, end: datetime, currency: str
+) -> list[Row[Any]]:
+    """``(hour, orders, revenue_minor)`` per hour with orders in ``[start, end)``: every order
+    placed counts; the revenue sums the totals of those not canceled, in ``currency`` (the
+    shop's). One range scan of ``ix_orders_created_figures``, which holds every column read."""
+    hour = _hour_of(conn.dialect.name).label("hour")
+    earns = and_(orders.c.status != literal_column("'canceled'"), orders.c.currency == currency)
+    revenue = func.sum(case((earns, orders.c.total_minor), else_=literal_column("0")))
+    result = await conn.execute(
+        select(hour, func.count().label("orders"), revenue.label("revenue_minor"))
+        .where(orders.c.created_at >= start, orders.c.created_at < end)
+        .group_by(literal_column("1"))
+    )
+    return list(result.all())
+
+
+async def count_pending_orders(conn: AsyncConnection) -> int:
+    """Every account's pending orders, on the pending orders' partial index (the sweep keeps
+    them to about a day's orders)."""
+    query = select(func.count()).select_from(orders).where(text(ORDER_IS_PENDING))
+    return int(await conn.scalar(query) or 0)
+
+
+COUNT_CAP = 10_000  # low-stock products and failing endpoints counted, at most (and one more)
+BACKLOG_CAP = 100_000  # pending deliveries counted, at most (and one more)
+
+
+async def _capped_count(conn: AsyncConnection, query: Select[Any], cap: int) -> int:
+    """How many rows ``query`` has, counting at most ``cap + 1`` of them: a bounded read
+    however many there are (a figure over ``cap`` is shown as ``cap``+)."""
+    capped = select(func.count()).select_from(query.limit(cap + 1).subquery())
+    return int(await conn.scalar(capped) or 0)
+
+
+async def low_stock(
+    conn: AsyncConnection, threshold: int, limit: int
+) -> tuple[list[Row[Any]], int]:
+    """Active products with at most ``threshold`` units, lowest stock first (``limit`` of
+    them), and how many there are (counted up to 10,000): ``ix_products_active_stock``."""
+    wanted = (products.c.archived_at.is_(None), products.c.inventory_count <= threshold)
+    result = await conn.execute(
+        select(products.c.id, products.c.name, products.c.category, products.c.inventory_count)
+        .where(*wanted)
+        .order_by(products.c.inventory_count, products.c.created_at, products.c.id)
+        .limit(limit)
+    )
+    total = await _capped_count(conn, select(products.c.id).where(*wanted), COUNT_CAP)
+    return list(result.all()), total
+
+
+async def failing_endpoints(conn: AsyncConnection, limit: int) -> tuple[list[Row[Any]], int]:
+    """Live endpoints that are disabled or failing since an attempt (every account's), oldest
+    first, and how many (counted up to 10,000): ``ix_webhook_endpoints_failing``."""
+    failing = text(ENDPOINT_IS_FAILING)
+    endpoint = webhook_endpoints.c
+    result = await conn.execute(
+        select(
+            endpoint.id,
+            endpoint.account_id,
+            endpoint.url,
+            endpoint.enabled,
+            endpoint.disabled_reason,
+            endpoint.failing_since,
+        )
+        .where(failing)
+        .order_by(endpoint.created_at, endpoint.id)
+        .limit(limit)
+    )
+    total = await _capped_count(conn, select(endpoint.id).where(failing), COUNT_CAP)
+    return list(result.all()), total
+
+
+async def outbox_backlog(conn: AsyncConnection) -> tuple[int, datetime | None]:
+    """Pending deliveries (counted up to 100,000) and the earliest time one of them is due,
+    both on ``ix_webhook_deliveries_due`` ``(status, next_attempt_at)``."""
+    pending = webhook_deliveries.c.status == "pending"
+    waiting = select(webhook_deliveries.c.event_id).where(pending)
+    count = await _capped_count(conn, waiting, BACKLOG_CAP)
+    earliest = select(func.min(webhook_deliveries.c.next_attempt_at)).where(pending)
+    oldest: datetime | None = await conn.scalar(earliest)
+    return count, oldest

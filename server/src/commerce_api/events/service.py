@@ -29,6 +29,8 @@ from commerce_api.storage.bulk import insert_rows
 from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import events, webhook_deliveries
 from commerce_api.webhooks import repository as webhooks
+from commerce_api.webhooks import service as endpoints_service
+from commerce_api.webhooks.repository import endpoints as endpoint_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +185,53 @@ async def redeliver_event(
             {"Retry-After": "5"},
             reason="redelivery_pending",
         )
-    endpoint_ids = await webhooks.subscribed_endpoints(conn, event.account_id, event.type)
+    if event.type == TEST_EVENT_TYPE:  # to the endpoint it was sent to, if still enabled
+        endpoint_ids = [
+            delivery.endpoint_id
+            for delivery in await webhooks.deliveries_of(conn, event.id)
+            if await _is_enabled(conn, event.account_id, delivery.endpoint_id)
+        ]
+    else:
+        endpoint_ids = await webhooks.subscribed_endpoints(conn, event.account_id, event.type)
     await webhooks.enqueue(conn, event.id, endpoint_ids, utcnow())
     await audit.record(conn, audit.actor_of(principal), "event.redeliver", ("event", event.id))
     return await _with_deliveries(conn, event)
+
+
+# A test event (the console's "Send test event"): sent to one endpoint whatever types it
+# subscribes to, never fanned out to others, and not a type an endpoint subscribes to. Its
+# ``data`` is the endpoint; receivers that ignore unknown types answer 200 (the specification).
+TEST_EVENT_TYPE = "webhook.test"
+
+
+async def _is_enabled(conn: AsyncConnection, account_id: str, endpoint_id: str) -> bool:
+    row = await endpoint_rows.get_endpoint(conn, account_id, endpoint_id)
+    return row is not None and bool(row.enabled)
+
+
+async def send_test_event(
+    conn: AsyncConnection, principal: Principal, endpoint_id: str
+) -> dict[str, Any]:
+    """Record a ``webhook.test`` event with one delivery, due now, to this endpoint of the
+    caller's account: signed and sent by the dispatcher like any event. A disabled endpoint is
+    refused (409 ``endpoint_disabled``): the delivery would wait until it is re-enabled."""
+    endpoint = await endpoints_service.get_endpoint(conn, principal, endpoint_id)
+    if not endpoint["enabled"]:
+        raise APIError(
+            409,
+            "invalid_request",
+            "The endpoint is disabled; re-enable it, then send it a test event.",
+            "enabled",
+            reason="endpoint_disabled",
+        )
+    assert principal.account_id is not None  # get_endpoint refuses a principal without one
+    data = {"id": endpoint["id"], "object": "webhook_endpoint", "url": endpoint["url"]}
+    now = utcnow()
+    [row] = event_rows(TEST_EVENT_TYPE, [NewEvent(principal.account_id, data, now)])
+    row["order_id"] = None  # about no order
+    await insert_rows(conn, events, [row])
+    await insert_rows(conn, webhook_deliveries, [webhooks.new_delivery(row["id"], endpoint_id, now)])
+    return await _with_deliveries(conn, await _load_event(conn, principal, row["id"]))
 
 
 async def prune_events(conn: AsyncConnection) -> int:

@@ -128,6 +128,15 @@ products = Table(
         sqlite_where=text("archived_at IS NULL"),
         postgresql_where=text("archived_at IS NULL"),
     ),
+    # The console overview's low-stock list: active products by stock, lowest first.
+    Index(
+        "ix_products_active_stock",
+        "inventory_count",
+        "created_at",
+        "id",
+        sqlite_where=text("archived_at IS NULL"),
+        postgresql_where=text("archived_at IS NULL"),
+    ),
 )
 
 # Full-text search over products' name and description, in each backend's own index: on
@@ -174,6 +183,9 @@ orders = Table(
     Index("ix_orders_account_status_order", "account_id", "status", "created_at", "id"),
     Index("ix_orders_account_customer_order", "account_id", "customer_id", "created_at", "id"),
     Index("ix_orders_created_order", "created_at", "id"),
+    # The console overview's orders and revenue per hour: a range scan on created_at that
+    # reads everything it sums from the index (an index-only scan on PostgreSQL).
+    Index("ix_orders_created_figures", "created_at", "status", "currency", "total_minor"),
     # The pending-order sweep: only the pending orders, oldest first.
     Index(
         "ix_orders_pending_created",
@@ -265,6 +277,10 @@ instance_values = Table(
     Column("created_at", UTCDateTime, nullable=False),
 )
 
+# The condition of the failing endpoints' partial index (the console overview's list): live,
+# and disabled or failing since an attempt. A query spells it as this literal text to use it.
+ENDPOINT_IS_FAILING = "deleted_at IS NULL AND (enabled = false OR failing_since IS NOT NULL)"
+
 webhook_endpoints = Table(
     "webhook_endpoints",
     metadata,
@@ -285,6 +301,13 @@ webhook_endpoints = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("deleted_at", UTCDateTime, nullable=True),
     Index("ix_webhook_endpoints_account_order", "account_id", "created_at", "id"),
+    Index(
+        "ix_webhook_endpoints_failing",
+        "created_at",
+        "id",
+        sqlite_where=text(ENDPOINT_IS_FAILING),
+        postgresql_where=text(ENDPOINT_IS_FAILING),
+    ),
 )
 
 # One row per (event, endpoint): the outbox entry the dispatcher claims, retries and closes.

@@ -41,6 +41,8 @@ NOTICES = {
     "order-canceled": "Order canceled: its stock was returned.",
     "endpoint-enabled": "Endpoint re-enabled: its pending deliveries resume.",
     "event-redelivered": "Redelivery queued: the dispatcher sends it now.",
+    "test-event-sent": "Test event queued: the dispatcher signs and sends it to the endpoint "
+    "now; its delivery shows below (reload to follow it).",
     "account-created": "Account created.",
     "key-revoked": "Key revoked: it is refused from now on.",
 }
