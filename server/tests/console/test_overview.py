@@ -46,9 +46,7 @@ def _day_label(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d} (UTC)"
 
 
-async def _placed_at(
-    db: Database, order: dict[str, Any], at: datetime, **values: object
-) -> None:
+async def _placed_at(db: Database, order: dict[str, Any], at: datetime, **values: object) -> None:
     async with db.write() as conn:
         await conn.execute(
             update(orders).where(orders.c.id == order["id"]).values(created_at=at, **values)
@@ -92,7 +90,7 @@ async def test_charts_count_orders_and_revenue_per_hour_and_day(
 async def test_low_stock_failing_endpoints_and_the_outbox_backlog(
     console: httpx.AsyncClient, client_key: str, db: Database
 ) -> None:
-    low, at_threshold, enough, archived = await factories.new_products(db, 2, 5, 6, 0)
+    low, at_threshold, enough, archived, plenty = await factories.new_products(db, 2, 5, 6, 0, 99)
     async with db.write() as conn:
         await conn.execute(
             update(products).where(products.c.id == archived).values(archived_at=utcnow())
@@ -119,7 +117,7 @@ async def test_low_stock_failing_endpoints_and_the_outbox_backlog(
             .values(failing_since=utcnow() - timedelta(hours=2))
         )
     # One order: a delivery to each enabled endpoint; one of them overdue by two minutes.
-    await factories.place_ok(console, client_key, (enough, 1))
+    await factories.place_ok(console, client_key, (plenty, 1))
     async with db.write() as conn:
         await conn.execute(
             update(webhook_deliveries)

@@ -201,12 +201,13 @@ async def delivery_states(conn: AsyncConnection, event_ids: Sequence[str]) -> li
 
 def _hour_of(dialect: str) -> ColumnElement[Any]:
     """An order's hour (UTC) to group by: SQLite's ISO text cut after the hour (the range scan
-    already reads it; ``strftime`` would parse every value), PostgreSQL's ``date_trunc``. The
-    constants are literals: a bound parameter would differ between the SELECT and the GROUP BY
-    for PostgreSQL."""
+    already reads it; ``strftime`` would parse every value), PostgreSQL's ``date_trunc`` in
+    UTC whatever the session's zone. The constants are literals, as a bound parameter in the
+    grouped expression would not be the same expression for PostgreSQL."""
     if dialect == "postgresql":
-        utc = orders.c.created_at.op("AT TIME ZONE")(literal_column("'UTC'"))
-        return func.date_trunc(literal_column("'hour'"), utc)
+        hour: ColumnElement[str] = literal_column("'hour'")
+        utc: ColumnElement[str] = literal_column("'UTC'")
+        return func.date_trunc(hour, orders.c.created_at, utc)
     return func.substr(orders.c.created_at, 1, 13)
 
 

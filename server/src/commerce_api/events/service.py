@@ -230,7 +230,9 @@ async def send_test_event(
     [row] = event_rows(TEST_EVENT_TYPE, [NewEvent(principal.account_id, data, now)])
     row["order_id"] = None  # about no order
     await insert_rows(conn, events, [row])
-    await insert_rows(conn, webhook_deliveries, [webhooks.new_delivery(row["id"], endpoint_id, now)])
+    await insert_rows(
+        conn, webhook_deliveries, [webhooks.new_delivery(row["id"], endpoint_id, now)]
+    )
     return await _with_deliveries(conn, await _load_event(conn, principal, row["id"]))
 
 
