@@ -10,11 +10,17 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import orders, products, webhook_deliveries, webhook_endpoints
+from commerce_api.storage.tables import (
+    order_hour_figures,
+    orders,
+    products,
+    webhook_deliveries,
+    webhook_endpoints,
+)
 from tests import factories
 from tests.console.helpers import sign_in
 from tests.helpers import bearer
@@ -152,3 +158,35 @@ async def test_an_empty_shop_has_empty_charts(console: httpx.AsyncClient) -> Non
     assert 'aria-label="Orders per hour: 0 orders in all"' in page.text
     assert '<span id="low-stock-total">0</span>' in page.text
     assert '<span id="failing-total">0</span>' in page.text
+
+
+async def test_closed_hours_are_kept_in_the_rollup(
+    console: httpx.AsyncClient, client_key: str, db: Database
+) -> None:
+    product = await factories.new_product(db, 100)  # 19.99 each
+    placed = [await factories.place_ok(console, client_key, (product, 1)) for _ in range(3)]
+    then = (utcnow() - timedelta(days=2)).replace(hour=9, minute=15, second=0, microsecond=0)
+    await _placed_at(db, placed[0], then, status="fulfilled")
+    await _placed_at(db, placed[1], then, status="canceled")
+    # placed[2] stays pending, this hour: the hours before the last one are closed.
+
+    first = (await console.get("/dashboard")).text
+    assert _rows(first, "days-table")[_day_label(then)] == (2, "19.99 USD")
+    assert sum(count for count, _ in _rows(first, "hours-table").values()) == 1
+    async with db.read() as conn:
+        kept = (await conn.execute(select(order_hour_figures))).all()
+    assert [(row.hour, row.currency, row.orders, row.revenue_minor) for row in kept] == [
+        (then.replace(minute=0), "USD", 2, 1999)
+    ]
+
+    # A closed hour is read from the rollup: a change no service makes (orders are never moved
+    # nor their totals changed) is not seen; the open hours are read from the orders.
+    async with db.write() as conn:
+        await conn.execute(
+            update(orders).where(orders.c.id == placed[0]["id"]).values(total_minor=1)
+        )
+    extra = await factories.place_ok(console, client_key, (product, 2))
+    again = (await console.get("/dashboard")).text
+    assert _rows(again, "days-table")[_day_label(then)] == (2, "19.99 USD")
+    assert sum(count for count, _ in _rows(again, "hours-table").values()) == 2
+    assert extra["total"] == 39.98

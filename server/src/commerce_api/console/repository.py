@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Select,
-    and_,
     case,
     delete,
     func,
@@ -24,13 +23,19 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.catalog.repository import DETAIL_COLUMNS
+from commerce_api.core.timestamps import format_timestamp
+from commerce_api.storage import instance
+from commerce_api.storage.bulk import dialect_insert
 from commerce_api.storage.tables import (
     ENDPOINT_IS_FAILING,
+    ORDER_HOURS_UNTIL,
     ORDER_IS_PENDING,
     accounts,
     api_keys,
     console_sessions,
     events,
+    instance_values,
+    order_hour_figures,
     orders,
     products,
     webhook_deliveries,
@@ -211,21 +216,62 @@ def _hour_of(dialect: str) -> ColumnElement[Any]:
     return func.substr(orders.c.created_at, 1, 13)
 
 
-async def orders_per_hour(
-    conn: AsyncConnection, start: datetime, end: datetime, currency: str
-) -> list[Row[Any]]:
-    """``(hour, orders, revenue_minor)`` per hour with orders in ``[start, end)``: every order
-    placed counts; the revenue sums the totals of those not canceled, in ``currency`` (the
-    shop's). One range scan of ``ix_orders_created_figures``, which holds every column read."""
+async def orders_per_hour(conn: AsyncConnection, start: datetime, end: datetime) -> list[Row[Any]]:
+    """``(hour, currency, orders, revenue_minor)`` per hour and currency with orders in
+    ``[start, end)``: every order placed counts; the revenue sums the totals of those not
+    canceled. One range scan of ``ix_orders_created_figures``, which holds every column read."""
     hour = _hour_of(conn.dialect.name).label("hour")
-    earns = and_(orders.c.status != literal_column("'canceled'"), orders.c.currency == currency)
+    earns = orders.c.status != literal_column("'canceled'")
     revenue = func.sum(case((earns, orders.c.total_minor), else_=literal_column("0")))
     result = await conn.execute(
-        select(hour, func.count().label("orders"), revenue.label("revenue_minor"))
+        select(
+            hour, orders.c.currency, func.count().label("orders"), revenue.label("revenue_minor")
+        )
         .where(orders.c.created_at >= start, orders.c.created_at < end)
-        .group_by(literal_column("1"))
+        .group_by(literal_column("1"), orders.c.currency)
     )
     return list(result.all())
+
+
+async def oldest_pending_order(conn: AsyncConnection) -> datetime | None:
+    """When the oldest pending order was placed: the first row of the pending orders' partial
+    index."""
+    query = select(func.min(orders.c.created_at)).where(text(ORDER_IS_PENDING))
+    oldest: datetime | None = await conn.scalar(query)
+    return oldest
+
+
+async def closed_hours_until(conn: AsyncConnection) -> datetime | None:
+    """How far ``order_hour_figures`` reaches (its hours before this are all there)."""
+    query = select(instance_values.c.value).where(instance_values.c.name == ORDER_HOURS_UNTIL)
+    value = await conn.scalar(query)
+    return None if value is None else datetime.fromisoformat(str(value)).astimezone(UTC)
+
+
+async def closed_hours(conn: AsyncConnection, start: datetime, end: datetime) -> list[Row[Any]]:
+    """The rows of ``order_hour_figures`` in ``[start, end)`` (on its primary key)."""
+    figures = order_hour_figures.c
+    result = await conn.execute(
+        select(figures.hour, figures.currency, figures.orders, figures.revenue_minor).where(
+            figures.hour >= start, figures.hour < end
+        )
+    )
+    return list(result.all())
+
+
+async def close_hours(
+    conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], until: datetime, forget: datetime
+) -> None:
+    """Keep the figures of closed hours (a row already there stays: it is the same), say they
+    reach ``until``, and forget those before ``forget``."""
+    if rows:
+        await conn.execute(
+            dialect_insert(conn)(order_hour_figures)
+            .values(list(rows))
+            .on_conflict_do_nothing(index_elements=["hour", "currency"])
+        )
+    await instance.set_value(conn, ORDER_HOURS_UNTIL, format_timestamp(until))
+    await conn.execute(delete(order_hour_figures).where(order_hour_figures.c.hour < forget))
 
 
 async def count_pending_orders(conn: AsyncConnection) -> int:

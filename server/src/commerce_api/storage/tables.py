@@ -196,6 +196,22 @@ orders = Table(
     ),
 )
 
+# The console overview's closed hours (console/figures.py): per hour and currency, the orders
+# placed and the revenue (totals of those not canceled). An hour is closed once it ended over
+# an hour ago and no order in it is pending: fulfilled and canceled are final, and orders are
+# never deleted nor moved, so its figures never change again. How far the rows reach is the
+# instance value ``ORDER_HOURS_UNTIL``.
+order_hour_figures = Table(
+    "order_hour_figures",
+    metadata,
+    Column("hour", UTCDateTime, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("orders", Integer, nullable=False),
+    Column("revenue_minor", BigInteger, nullable=False),
+    PrimaryKeyConstraint("hour", "currency"),
+)
+ORDER_HOURS_UNTIL = "order_hour_figures_until"
+
 order_items = Table(
     "order_items",
     metadata,
