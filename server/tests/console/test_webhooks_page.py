@@ -11,11 +11,13 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from commerce_api.core.timestamps import utcnow
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
+from commerce_api.storage.tables import webhook_endpoints
 from commerce_api.webhooks.dispatcher import Dispatcher
 from tests import factories
 from tests.conftest import make_settings
@@ -195,3 +197,31 @@ async def test_delivery_status_and_recovery_since_a_moment(
     later = (utcnow() + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
     none = await console.post(action, data={"since": later, "csrf_token": token})
     assert "Recovered 0 failed deliveries" in none.text
+
+
+async def test_a_disabled_endpoint_is_refused_a_test_event_and_a_recovery(
+    console: httpx.AsyncClient, client_key: str, db: Database, receiver: Receiver
+) -> None:
+    account_id = await _account_id(console, client_key)
+    endpoint_id, _ = _created(await _create(console, account_id, receiver.url()))
+    async with db.write() as conn:
+        await conn.execute(
+            update(webhook_endpoints)
+            .where(webhook_endpoints.c.id == endpoint_id)
+            .values(enabled=False, disabled_reason="Receiver gone (410)")
+        )
+    token = form_token((await console.get(f"/dashboard/webhooks?account_id={account_id}")).text)
+    base = f"/dashboard/webhooks/{account_id}/endpoints/{endpoint_id}"
+    test = await console.post(f"{base}/test", data={"csrf_token": token})
+    assert test.status_code == 409
+    assert "The endpoint is disabled" in test.text
+    since = (utcnow() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    recover = await console.post(f"{base}/recover", data={"since": since, "csrf_token": token})
+    assert recover.status_code == 409
+    assert "Receiver gone (410)" in recover.text
+    events = await console.get("/v1/events", headers=bearer(client_key))
+    assert events.json()["data"] == []
+    unknown = await console.post(
+        f"/dashboard/webhooks/{account_id}/endpoints/we_nope/test", data={"csrf_token": token}
+    )
+    assert unknown.status_code == 404
