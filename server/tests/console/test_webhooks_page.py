@@ -148,6 +148,13 @@ async def test_a_test_event_reaches_the_receiver_signed(
     events = await console.get("/v1/events", headers=bearer(client_key))
     assert [event["type"] for event in events.json()["data"]] == ["webhook.test"]
 
+    # A redelivery goes to that endpoint again, not to another that takes every type.
+    _created(await _create(console, account_id, receiver.url("/other")))
+    again = await console.post(f"{event_path}/redeliver", data={"csrf_token": token})
+    assert again.status_code == 303
+    assert await drain(dispatcher) == 1
+    assert [r.path for r in receiver.requests()] == ["/hook", "/hook"]
+
 
 async def test_delivery_status_and_recovery_since_a_moment(
     console: httpx.AsyncClient,
