@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from commerce_api.console import repository
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
@@ -110,20 +112,21 @@ def _series(rows: Iterable[Any], now: datetime, currency: str) -> tuple[list[Poi
     return hours, days
 
 
-async def _closed_until(db: Database, now: datetime, first_day: datetime) -> datetime | None:
-    """How far the rollup reaches, after keeping the hours closed since it was last extended
-    (None: it has nothing yet)."""
-    async with db.read() as conn:
-        until = await repository.closed_hours_until(conn)
-        oldest_pending = await repository.oldest_pending_order(conn)
+def _to_close(
+    until: datetime | None, oldest_pending: datetime | None, now: datetime, first_day: datetime
+) -> tuple[datetime, datetime] | None:
+    """The hours closed since the rollup was last extended, ``[start, end)``; None if none."""
     closed = _floor_hour(now) - SETTLING
     if oldest_pending is not None:
-        closed = min(closed, _floor_hour(oldest_pending))
+        closed = min(closed, _floor_hour(oldest_pending))  # a pending order holds its hour open
     start = first_day if until is None else max(until, first_day)
-    if start >= closed:
-        return until  # nothing newly closed (a pending order may hold hours open)
+    return None if start >= closed else (start, closed)
+
+
+async def _close(db: Database, start: datetime, end: datetime, first_day: datetime) -> None:
+    """Keep the figures of the hours ``[start, end)``, now closed, in the rollup."""
     async with db.read() as conn:
-        rows = await repository.orders_per_hour(conn, start, closed)
+        rows = await repository.orders_per_hour(conn, start, end)
     new = [
         {
             "hour": _hour(row.hour),
@@ -134,25 +137,38 @@ async def _closed_until(db: Database, now: datetime, first_day: datetime) -> dat
         for row in rows
     ]
     async with db.write() as conn:
-        await repository.close_hours(conn, new, closed, first_day - timedelta(days=1))
-    return closed
+        await repository.close_hours(conn, new, end, first_day - timedelta(days=1))
+
+
+async def _hour_rows(
+    conn: AsyncConnection, until: datetime | None, first_day: datetime, next_hour: datetime
+) -> list[Any]:
+    """The rows of the 30 days' hours: the closed ones from the rollup, the rest scanned."""
+    live_from = first_day if until is None else min(max(until, first_day), next_hour)
+    closed = await repository.closed_hours(conn, first_day, live_from)
+    return [*closed, *await repository.orders_per_hour(conn, live_from, next_hour)]
 
 
 async def overview_figures(db: Database, settings: Settings, now: datetime) -> Figures:
-    """Every figure of the overview (what ``bench/overview.py`` times)."""
+    """Every figure of the overview (what ``bench/overview.py`` times): one read transaction,
+    and when hours have closed since the rollup was extended, that first and one more."""
     this_hour = _floor_hour(now)
     first_day = (this_hour - timedelta(days=DAYS - 1)).replace(hour=0)
     next_hour = this_hour + timedelta(hours=1)
-    until = await _closed_until(db, now, first_day)
-    live_from = first_day if until is None else min(max(until, first_day), next_hour)
     async with db.read() as conn:
-        closed = await repository.closed_hours(conn, first_day, live_from)
-        live = await repository.orders_per_hour(conn, live_from, next_hour)
+        until = await repository.closed_hours_until(conn)
+        oldest_pending = await repository.oldest_pending_order(conn)
+        closing = _to_close(until, oldest_pending, now, first_day)
+        rows = [] if closing else await _hour_rows(conn, until, first_day, next_hour)
         pending = await repository.count_pending_orders(conn)
         low, low_total = await repository.low_stock(conn, settings.low_stock_threshold, LIST_SIZE)
         failing, failing_total = await repository.failing_endpoints(conn, LIST_SIZE)
         backlog, oldest_due = await repository.outbox_backlog(conn)
-    hours, days = _series([*closed, *live], now, settings.currency)
+    if closing is not None:
+        await _close(db, *closing, first_day)
+        async with db.read() as conn:
+            rows = await _hour_rows(conn, closing[1], first_day, next_hour)
+    hours, days = _series(rows, now, settings.currency)
     return Figures(
         now=now,
         hours=hours,
