@@ -57,10 +57,12 @@ def bar_chart(
             f'<rect class="hit" x="{x:.1f}" y="{TOP}" width="{slot - gap:.1f}" height="{area}"/>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot - gap:.1f}" height="{height:.1f}"/></g>'
         )
-        if bar.tick:
+        if bar.tick:  # centred under its bar; the last one ends at the chart's right edge
+            last = index == len(bars) - 1
+            tick_x = x + (slot - gap) if last else x + (slot - gap) / 2
             parts.append(
-                f'<text class="tick" x="{x + (slot - gap) / 2:.1f}" y="{HEIGHT - 6}" '
-                f'text-anchor="middle">{escape(bar.tick)}</text>'
+                f'<text class="tick" x="{tick_x:.1f}" y="{HEIGHT - 6}" '
+                f'text-anchor="{"end" if last else "middle"}">{escape(bar.tick)}</text>'
             )
     parts.append("</svg>")
     return "".join(parts)
