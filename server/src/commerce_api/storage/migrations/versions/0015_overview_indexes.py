@@ -14,8 +14,8 @@
 - ``ix_webhook_endpoints_failing`` ``(created_at, id) WHERE deleted_at IS NULL AND (enabled =
   false OR failing_since IS NOT NULL)``: the endpoints failing now, however many are healthy.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0015
+Revises: 0014
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from alembic import op
 
 from commerce_api.storage.tables import UTCDateTime
 
-revision = "0012"
-down_revision = "0011"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
