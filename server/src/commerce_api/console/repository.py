@@ -296,7 +296,8 @@ async def low_stock(
     conn: AsyncConnection, threshold: int, limit: int
 ) -> tuple[list[Row[Any]], int]:
     """Active products with at most ``threshold`` units, lowest stock first (``limit`` of
-    them), and how many there are (counted up to 10,000): ``ix_products_active_stock``."""
+    them), and how many there are (counted up to 10,000): a pass over the active products (no
+    index holds the stock, which every order changes: ``storage.tables``)."""
     wanted = (products.c.archived_at.is_(None), products.c.inventory_count <= threshold)
     result = await conn.execute(
         select(products.c.id, products.c.name, products.c.category, products.c.inventory_count)

@@ -9,8 +9,9 @@
   revenue per hour over the last 30 days are one range scan on ``created_at`` that finds
   everything it counts and sums in the index (an index-only scan on PostgreSQL, a covering
   index on SQLite), never the orders' rows (docs/performance.md, "Console overview").
-- ``ix_products_active_stock`` ``(inventory_count, created_at, id) WHERE archived_at IS NULL``:
-  the low-stock list, lowest stock first.
+- No index on products' stock for the low-stock list: every order changes the stock, and an
+  indexed stock would make each of those changes write every index of the row on PostgreSQL
+  (no HOT update); the list reads the active products (one pass, at the overview's pace).
 - ``ix_webhook_endpoints_failing`` ``(created_at, id) WHERE deleted_at IS NULL AND (enabled =
   false OR failing_since IS NOT NULL)``: the endpoints failing now, however many are healthy.
 
@@ -30,7 +31,6 @@ down_revision = "0014"
 branch_labels = None
 depends_on = None
 
-_ACTIVE = sa.text("archived_at IS NULL")
 # tables.ENDPOINT_IS_FAILING, copied: a migration does not change with the code.
 _FAILING = sa.text("deleted_at IS NULL AND (enabled = false OR failing_since IS NOT NULL)")
 
@@ -48,13 +48,6 @@ def upgrade() -> None:
         "ix_orders_created_figures", "orders", ["created_at", "status", "currency", "total_minor"]
     )
     op.create_index(
-        "ix_products_active_stock",
-        "products",
-        ["inventory_count", "created_at", "id"],
-        sqlite_where=_ACTIVE,
-        postgresql_where=_ACTIVE,
-    )
-    op.create_index(
         "ix_webhook_endpoints_failing",
         "webhook_endpoints",
         ["created_at", "id"],
@@ -65,7 +58,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_webhook_endpoints_failing", table_name="webhook_endpoints")
-    op.drop_index("ix_products_active_stock", table_name="products")
     op.drop_index("ix_orders_created_figures", table_name="orders")
     op.drop_table("order_hour_figures")
     op.execute("DELETE FROM instance_values WHERE name = 'order_hour_figures_until'")
