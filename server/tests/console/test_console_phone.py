@@ -125,13 +125,15 @@ def test_every_console_page_fits_a_phone_and_stacks_its_tables(tmp_path: Path) -
 
             _open(page, f"{server.base_url}/dashboard/orders")
             _assert_fits(page, "orders")
-            _assert_stacked(page, ["Order", "Status", "Customer", "Items", "Total", "Created"])
+            _assert_stacked(
+                page, ["Select", "Order", "Status", "Customer", "Items", "Total", "Created"]
+            )
             _assert_ids_cut(page, set(order_ids))
             page.screenshot(shots / "orders-phone.png")
 
             _open(page, f"{server.base_url}/dashboard/products")
             _assert_fits(page, "products")
-            _assert_stacked(page, ["Name", "Category", "Price (USD)", "Stock", "Id"])
+            _assert_stacked(page, ["Select", "Name", "Category", "Price (USD)", "Stock", "Id"])
             _assert_ids_cut(page, {product_id})
             page.screenshot(shots / "products-phone.png")
 
