@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
+from commerce_api.app.services import database_deadlines
 from commerce_api.app.serving import (
     check_port_free,
     granian_options,
@@ -60,13 +61,21 @@ def _settings() -> Settings:
         raise ConfigurationError(f"invalid settings: {' '.join(str(exc).split())}") from None
 
 
-def _with_database(work: Callable[[Database], Awaitable[T]], settings: Settings | None = None) -> T:
-    """Open the configured database, apply pending migrations, run ``work``, close."""
+def _with_database(
+    work: Callable[[Database], Awaitable[T]],
+    settings: Settings | None = None,
+    *,
+    bounded: bool = False,
+) -> T:
+    """Open the configured database, apply pending migrations, run ``work``, close. Its waits
+    have the settings' deadlines when ``bounded`` (a long-running process: the worker), else
+    only a connect's (an operator's command, an import of any size)."""
     settings = settings or _settings()
 
     async def run() -> T:
+        deadlines = database_deadlines(settings) if bounded else None
         try:
-            db = Database(settings.database_url)
+            db = Database(settings.database_url, deadlines=deadlines)
         except UnsupportedDatabaseURL as exc:
             raise click.ClickException(str(exc)) from exc
         try:
@@ -224,7 +233,7 @@ def worker() -> None:
         stopped.cancel()
         await stop_dispatcher(dispatcher, running)
 
-    _with_database(run, settings)
+    _with_database(run, settings, bounded=True)
 
 
 @main.command()

@@ -26,6 +26,19 @@ class Settings(BaseSettings):
     )
 
     database_url: str = "sqlite:///./commerce.db"
+    # Deadlines on every wait for the database (storage/deadlines.py, docs/design.md): a
+    # request during an outage or a partition is answered 503 within seconds. PostgreSQL: a new
+    # connection, a statement (server side), a lock; a transaction left idle by its client is
+    # ended by the server (shorter than the lock timeout, so that a host cut off holding a row
+    # lock never stalls another waiting on it), and so is a connection whose client fell
+    # silent; the whole of a transaction, client side. SQLite: a write waits for the file's lock
+    # at most the lock timeout, and its transaction's deadline in all.
+    database_connect_timeout_seconds: float = Field(default=2.0, gt=0)
+    database_statement_timeout_seconds: float = Field(default=5.0, gt=0)
+    database_lock_timeout_seconds: float = Field(default=3.0, gt=0)
+    database_idle_in_transaction_timeout_seconds: float = Field(default=2.0, gt=0)
+    database_dead_connection_seconds: float = Field(default=3.0, ge=1)
+    database_transaction_timeout_seconds: float = Field(default=4.0, gt=0)
     environment: Environment = "sandbox"
     redis_url: str | None = None
     redis_key_prefix: str = "commerce:"

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text, update
 
-from commerce_api.storage import sqlite_writer
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import products
 from tests import factories
@@ -234,7 +233,7 @@ async def test_a_batch_waits_for_another_processs_turn_and_gives_up_after_the_bu
 ) -> None:
     path = Path(sqlite_db.sqlite_path or "")
     product_id = await _insert_product(sqlite_db, INITIAL)
-    monkeypatch.setattr(sqlite_writer, "SQLITE_BUSY_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(sqlite_db, "busy_seconds", 0.2)
     async with _turn_held_elsewhere(path):
         with pytest.raises(sqlite3.OperationalError, match="database is locked"):
             async with sqlite_db.write_batch():

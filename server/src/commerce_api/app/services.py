@@ -18,6 +18,7 @@ from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
+from commerce_api.storage.deadlines import Deadlines
 from commerce_api.webhooks import service as webhooks
 
 
@@ -47,9 +48,21 @@ def rate_limit_store(settings: Settings) -> RateLimitStore:
     return MemoryStore()
 
 
+def database_deadlines(settings: Settings) -> Deadlines:
+    """The settings' deadlines on the database's waits (``storage.deadlines``)."""
+    return Deadlines(
+        connect=settings.database_connect_timeout_seconds,
+        statement=settings.database_statement_timeout_seconds,
+        lock=settings.database_lock_timeout_seconds,
+        idle_in_transaction=settings.database_idle_in_transaction_timeout_seconds,
+        dead_peer=settings.database_dead_connection_seconds,
+        transaction=settings.database_transaction_timeout_seconds,
+    )
+
+
 async def open_services(settings: Settings) -> Services:
     """Open the database, the rate limiter, the secret box, the read path and the order desk."""
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, deadlines=database_deadlines(settings))
     secret_box = await webhooks.open_secret_box(settings, db)
     return Services(
         settings=settings,

@@ -34,7 +34,7 @@ from commerce_api.core.errors import (
 )
 from commerce_api.http.context import context
 from commerce_api.observability import metrics
-from commerce_api.storage.db import causes, is_database_unavailable
+from commerce_api.storage.deadlines import causes, is_database_timeout, is_database_unavailable
 
 logger = logging.getLogger("commerce_api")
 
@@ -78,8 +78,9 @@ def unexpected_failure(
 ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     """Log an exception no handler knew and give its answer, for the middleware and the fast
     lane alike: a full disk is a 503 with ``Retry-After`` (nothing was written: the transaction
-    rolled back) and its own metric, an unreachable database a 503 with ``Retry-After`` too;
-    anything else the contract's 500."""
+    rolled back) and its own metric, an unreachable database or a wait for it past its deadline
+    (``storage.deadlines``: a connect, a statement, a lock, a transaction) a 503 with
+    ``Retry-After`` too; anything else the contract's 500."""
     if is_storage_full(exc):
         metrics.STORAGE_FULL_ERRORS.inc()
         logger.error(
@@ -95,15 +96,23 @@ def unexpected_failure(
             request_id,
         )
         return 503, body, [(b"retry-after", str(STORAGE_FULL_RETRY_AFTER_SECONDS).encode())]
-    if is_database_unavailable(exc):
+    timed_out = is_database_timeout(exc)
+    if timed_out or is_database_unavailable(exc):
         # One line, no traceback: during an outage every request would log the same one.
         logger.warning(
-            "database unavailable: %s", type(exc).__name__, extra={"request_id": request_id}
+            "database wait timed out: %s" if timed_out else "database unavailable: %s",
+            type(exc).__name__,
+            extra={"request_id": request_id},
+        )
+        cause = (
+            "its database did not answer in time"
+            if timed_out
+            else "the service cannot reach its database"
         )
         body = error_body(
             "server_error",
             "service_unavailable",
-            "The service cannot reach its database right now. Retry shortly (with the same "
+            f"The request was not completed: {cause}. Retry shortly (with the same "
             "Idempotency-Key for a write).",
             request_id,
         )

@@ -238,11 +238,13 @@ class PostgresReader:
 
     @classmethod
     async def connect(cls, dsn: str, db: Database) -> PostgresReader:
-        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=10, reset=_keep_as_is)
+        pool = await asyncpg.create_pool(
+            dsn, min_size=1, max_size=10, reset=_keep_as_is, **db.driver_options()
+        )
         return cls(pool, db)
 
     async def list_rows(self) -> AsyncIterator[Sequence[Any]]:
-        async with self._db.read() as conn:
+        async with self._db.read(bounded=False) as conn:  # the whole catalogue, at any size
             async for partition in repository.stream_active(conn):
                 yield partition
 

@@ -4,7 +4,9 @@ On SQLite, ``sqlite`` sets up every connection (WAL, ``BEGIN IMMEDIATE`` for wri
 ``sqlite_writer`` runs the batches of ``Database.write_batch``.
 
 The request (or the job) owns the transaction: ``async with db.write() as conn`` commits on
-success and rolls back on any exception. Services and repositories never commit.
+success and rolls back on any exception. Services and repositories never commit. With
+``deadlines`` (the app's, from the settings), no wait for the database is unbounded
+(``storage.deadlines``).
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.base import Executable
 
-from commerce_api.storage.sqlite import (
-    BEGIN_IMMEDIATE,
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    configure_sqlite_engine,
+from commerce_api.storage.deadlines import (
+    UNBOUNDED_SQLITE_BUSY_SECONDS,
+    WATCHING,
+    DatabaseTimeout,
+    Deadlines,
+    Watch,
 )
+from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, BUSY_TIMEOUT_MS, configure_sqlite_engine
 from commerce_api.storage.sqlite_writer import SQLiteBatchWriter
 
 _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate` on PostgreSQL
@@ -89,29 +94,47 @@ SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 
 
 class Database:
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    """``deadlines``: how long the service waits for the database (``storage.deadlines``); the
+    app passes the settings' (``app.services``). Without them (operator tools, tests), waits are
+    unbounded but for the connect, and SQLite's busy timeout is 30 s."""
+
+    def __init__(
+        self, url: str, *, pool_size: int = 10, deadlines: Deadlines | None = None
+    ) -> None:
         self.url = async_url(url)
         self.backend = self.url.get_backend_name()
+        self.deadlines = deadlines
+        self._transaction_seconds = None if deadlines is None else deadlines.transaction
         # The database file on SQLite (for the connections made beside the engine), else None.
         self.sqlite_path: str | None = self.url.database if self.is_sqlite else None
+        self.busy_seconds = UNBOUNDED_SQLITE_BUSY_SECONDS if deadlines is None else deadlines.lock
+        write_options: dict[str, Any] = {BEGIN_IMMEDIATE: True}
         if self.sqlite_path is not None:
             Path(self.sqlite_path).parent.mkdir(parents=True, exist_ok=True)
             self.engine: AsyncEngine = create_async_engine(
                 self.url,
-                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                connect_args={"timeout": self.busy_seconds},
                 json_serializer=_json_text,
             )
-            configure_sqlite_engine(self.engine)
+            configure_sqlite_engine(self.engine, self.busy_seconds)
+            write_options[BUSY_TIMEOUT_MS] = _ms(self.busy_seconds)
         else:
+            bounded: dict[str, Any] = {"connect_args": {"server_settings": SERVER_SETTINGS}}
+            if deadlines is not None:
+                options = deadlines.engine_options()
+                settings = {**SERVER_SETTINGS, **options["server_settings"]}
+                bounded["connect_args"] = {**options, "server_settings": settings}
+                if deadlines.transaction is not None:
+                    bounded["pool_timeout"] = deadlines.transaction
             self.engine = create_async_engine(
                 self.url,
                 pool_size=pool_size,
                 max_overflow=pool_size,
                 json_serializer=_json_text,
-                connect_args={"server_settings": SERVER_SETTINGS},
+                **bounded,
             )
             ping_when_idle(self.engine)
-        self._write_engine = self.engine.execution_options(**{BEGIN_IMMEDIATE: True})
+        self._write_engine = self.engine.execution_options(**write_options)
         self._batch_writer: SQLiteBatchWriter | None = None  # SQLite: see write_batch
         self._writers_lock = asyncio.Lock()
         self._writers_loop: asyncio.AbstractEventLoop | None = None
@@ -121,23 +144,80 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.backend == "sqlite"
 
+    def driver_options(self) -> dict[str, Any]:
+        """asyncpg's connect arguments for the process's other PostgreSQL connections (the read
+        pool, the listener): the same deadlines as the engine's."""
+        return {} if self.deadlines is None else self.deadlines.pool_options()
+
+    def _watch(self, bounded: bool) -> Watch | None:
+        """The deadline of a PostgreSQL transaction starting now (``storage.deadlines``)."""
+        if not bounded or self._transaction_seconds is None:
+            return None
+        return Watch(asyncio.get_running_loop().time() + self._transaction_seconds)
+
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        """A connection for reads; its transaction is rolled back at the end."""
-        async with self.engine.connect() as conn:
+    async def _watched(
+        self, engine: AsyncEngine, *, begin: bool, bounded: bool
+    ) -> AsyncIterator[AsyncConnection]:
+        """A PostgreSQL connection (in a transaction committed at the end when ``begin``) whose
+        driver connection is terminated if the block is still running at its deadline: the
+        caller then gets :class:`DatabaseTimeout` (a 503), whatever it was waiting for."""
+        watch = self._watch(bounded)
+        if watch is None:
+            async with engine.begin() if begin else engine.connect() as conn:
+                yield conn
+            return
+        watching = WATCHING.set(watch)  # for the checkout hook (ping_when_idle)
+        try:
+            async with engine.connect() as conn:
+                sync = conn.sync_connection
+                assert sync is not None
+                watch.hold(sync.connection.driver_connection)
+                if begin:
+                    async with conn.begin():
+                        yield conn
+                else:
+                    yield conn
+                    await conn.rollback()  # a read's transaction, ended within the deadline
+                watch.done()  # before the connection goes back to the pool
+        except Exception as exc:
+            if watch.expired:
+                raise DatabaseTimeout(
+                    f"a database transaction ran past its {self._transaction_seconds:g} s "
+                    "deadline; its connection was closed"
+                ) from exc
+            raise
+        finally:
+            WATCHING.reset(watching)
+            watch.done()
+
+    @asynccontextmanager
+    async def read(self, *, bounded: bool = True) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads; its transaction is rolled back at the end. On PostgreSQL
+        within the transaction deadline unless not ``bounded`` (a read of the whole catalogue)."""
+        if self.is_sqlite:
+            async with self.engine.connect() as conn:
+                yield conn
+            return
+        async with self._watched(self.engine, begin=False, bounded=bounded) as conn:
             yield conn
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
+    async def write(self, *, bounded: bool = True) -> AsyncIterator[AsyncConnection]:
         """A write transaction: committed when the block succeeds, rolled back otherwise.
 
         On SQLite the writers of a process queue on one lock before their ``BEGIN IMMEDIATE``
         (SQLite admits one writer at a time anyway): waiting there, each starts the moment the
         one before it commits, where SQLite's busy handler would poll with sleeps of up to
         100 ms. A write transaction must not wait for another one of the same process.
+
+        With deadlines (``bounded``, the default), the transaction ends by its deadline: on
+        PostgreSQL its connection is terminated then; on SQLite the wait for the file's lock,
+        in the process's queue and then for another process, ends by it ("database is
+        locked", or :class:`DatabaseTimeout`).
         """
         if not self.is_sqlite:
-            async with self._write_engine.begin() as conn:
+            async with self._watched(self._write_engine, begin=True, bounded=bounded) as conn:
                 conn.info.pop(CHANGED, None)  # a failed transaction's notes, left behind
                 yield conn
                 # Not on an error: a connection lost meanwhile has no info left to read.
@@ -146,8 +226,42 @@ class Database:
                 for callback in list(_COMMIT_LISTENERS.get(self._url_key, ())):
                     callback(changed)
             return
-        async with self._writers(), self._write_engine.begin() as conn:
-            yield conn
+        deadline = self._deadline(bounded)
+        async with self._queued(deadline):
+            engine = self._write_engine
+            if deadline is not None:
+                left = deadline - asyncio.get_running_loop().time()
+                if left < self.busy_seconds:  # waited in the queue: wait less for the file
+                    engine = engine.execution_options(**{BUSY_TIMEOUT_MS: _ms(left)})
+            async with engine.begin() as conn:
+                yield conn
+
+    def _deadline(self, bounded: bool) -> float | None:
+        """The loop's time by which a SQLite write must have its lock, if any."""
+        if not bounded or self._transaction_seconds is None:
+            return None
+        return asyncio.get_running_loop().time() + self._transaction_seconds
+
+    @asynccontextmanager
+    async def _queued(self, deadline: float | None) -> AsyncIterator[None]:
+        """In the queue of the process's SQLite writers (see :meth:`write`), until
+        ``deadline`` at most."""
+        lock = self._writers()
+        if deadline is None or not lock.locked():
+            async with lock:
+                yield
+            return
+        try:
+            async with asyncio.timeout_at(deadline):
+                await lock.acquire()
+        except TimeoutError:
+            raise DatabaseTimeout(
+                "a write waited past its deadline for the database file's lock"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def on_commit(self, callback: Callable[[set[str]], None]) -> Callable[[], None]:
         """Call ``callback`` with what a committed PostgreSQL write transaction of this process
@@ -186,22 +300,31 @@ class Database:
             return
         # In the queue of the process's writers (see write); the batch engine has one
         # connection, so this is also one batch at a time.
-        async with self._writers():
+        deadline = self._deadline(True)
+        async with self._queued(deadline):
             if self._batch_writer is None:
-                self._batch_writer = SQLiteBatchWriter(self.url, json_serializer=_json_text)
-            async with self._batch_writer.batch() as conn:
+                self._batch_writer = SQLiteBatchWriter(
+                    self.url, json_serializer=_json_text, busy_seconds=self.busy_seconds
+                )
+            wait = self.busy_seconds
+            if deadline is not None:
+                wait = min(wait, deadline - asyncio.get_running_loop().time())
+            async with self._batch_writer.batch(wait) as conn:
                 yield conn
 
     async def ping(self) -> None:
-        async with self.engine.connect() as conn:
+        async with self.read() as conn:  # within the deadline: /readyz never hangs
             await conn.execute(text("SELECT 1"))
 
     async def migrate(self) -> None:
         """Apply pending migrations (safe to run from several processes at once)."""
         from commerce_api.storage.migrations import upgrade_to_head
 
-        async with self.write() as conn:
+        async with self.write(bounded=False) as conn:
             if not self.is_sqlite:
+                # A migration may wait for another process's, and rewrite a large table.
+                for setting in _UNBOUNDED_SETTINGS:
+                    await conn.execute(text(f"SET LOCAL {setting} = 0"))
                 await conn.execute(
                     text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID}
                 )
@@ -214,35 +337,11 @@ class Database:
             self._batch_writer = None
 
 
-def causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what it wraps: SQLAlchemy's ``orig``, then each ``__cause__``."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and all(current is not seen for seen in chain):
-        chain.append(current)
-        orig = getattr(current, "orig", None)
-        current = orig if isinstance(orig, BaseException) else current.__cause__
-    return chain
+_UNBOUNDED_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 
 
-# PostgreSQL's SQLSTATEs of a server that cannot serve this connection now: class 08
-# (connection exception) and the shutdown and start-up states of class 57.
-_POSTGRES_UNAVAILABLE = ("08", "57P01", "57P02", "57P03")
-
-
-def is_database_unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it wraps) says the database could not be reached or was lost
-    (restarting, the network cut): nothing was written, a retry may well succeed. SQLAlchemy
-    marks such an error ``connection_invalidated`` (and drops its pooled connections)."""
-    for current in causes(exc):
-        if getattr(current, "connection_invalidated", False) is True:
-            return True
-        sqlstate = getattr(current, "sqlstate", None)
-        if isinstance(sqlstate, str) and sqlstate.startswith(_POSTGRES_UNAVAILABLE):
-            return True
-        if isinstance(current, ConnectionError):  # refused, reset, broken pipe
-            return True
-    return False
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 # A pooled PostgreSQL connection idle longer than this is pinged before it is handed out.
@@ -272,9 +371,14 @@ def ping_when_idle(engine: AsyncEngine) -> None:
         since = record.info.get(_CHECKED_IN_AT)
         if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
             return
+        watch = WATCHING.get()  # the ping is within the transaction's deadline
+        if watch is not None:
+            watch.hold(dbapi_connection.driver_connection)
         try:
             dialect.do_ping(dbapi_connection)
         except Exception as error:
+            if watch is not None and watch.expired:  # not a dead connection: no fresh one
+                raise DatabaseTimeout("a ping at checkout ran past the deadline") from error
             raise exc.DisconnectionError("an idle connection failed its ping") from error
 
 

@@ -34,7 +34,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.coalescing import Rounds
-from commerce_api.storage.db import CHANGED, Database, Executor, is_database_unavailable
+from commerce_api.storage.db import CHANGED, Database, Executor
+from commerce_api.storage.deadlines import is_database_timeout, is_database_unavailable
 from commerce_api.storage.instance import set_value
 
 logger = logging.getLogger("commerce_api.readpath")
@@ -218,9 +219,10 @@ class PostgresTracker:
     made again in the background, and everything read before is forgotten.
     """
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str, options: dict[str, Any]) -> None:
         self._pool = pool
         self._dsn = dsn
+        self._options = options  # the deadlines (``Database.driver_options``)
         self._rounds: Rounds[None, Versions] = Rounds(self._read)
         self._versions: Versions | None = None
         self._changes = 0
@@ -232,7 +234,7 @@ class PostgresTracker:
 
     @classmethod
     async def open(cls, pool: asyncpg.Pool, dsn: str, db: Database) -> PostgresTracker:
-        tracker = cls(pool, dsn)
+        tracker = cls(pool, dsn, db.driver_options())
         tracker._stop_hearing_commits = db.on_commit(tracker.changed)
         try:
             await tracker._listen()
@@ -242,7 +244,7 @@ class PostgresTracker:
         return tracker
 
     async def _listen(self) -> None:
-        connection = await asyncpg.connect(self._dsn)
+        connection = await asyncpg.connect(self._dsn, **self._options)
         connection.add_termination_listener(self._lost)
         await connection.add_listener(CHANNEL, self._notified)
         self._listener = connection
@@ -302,7 +304,7 @@ class PostgresTracker:
         try:
             versions, _ = await self._rounds.join(None)
         except Exception as exc:
-            if is_database_unavailable(exc):  # one line, not a traceback per request
+            if is_database_unavailable(exc) or is_database_timeout(exc):  # one line, no traceback
                 logger.warning("could not read the change stamps: database unavailable")
             else:
                 logger.exception("could not read the change stamps")

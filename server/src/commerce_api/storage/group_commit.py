@@ -10,8 +10,10 @@ to commit. One commit per request caps writes at a few hundred a second whatever
   a change that is not durable. If the commit fails, every item of the batch gets the error and
   nothing of the batch is kept.
 - If the batch fails before its commit (a statement raised), each of its items is run again
-  alone, in a transaction of its own: one bad item fails only itself. An item that failed
-  alone on a lost connection (a pooled one that died while idle) runs once more.
+  alone, in a transaction of its own: one bad item fails only itself. A batch that failed on
+  a lost connection (a pooled one that died while idle) runs once more, whole. One that met a
+  deadline (``storage.deadlines``: a lock, a statement, its transaction's) is not run again:
+  each item gets the error (a 503), within the deadline, rather than meeting it once per item.
 - While a batch commits, the next requests queue up and form the next batch, so the batch grows
   with the load and one commit is shared by all the items it carries.
 - Items with the same ``exclusive`` key never share a batch (the later waits for the next one):
@@ -29,7 +31,8 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from commerce_api.core.coalescing import RequestBatcher
-from commerce_api.storage.db import Database, Executor, is_database_unavailable
+from commerce_api.storage.db import Database, Executor
+from commerce_api.storage.deadlines import is_database_timeout, is_database_unavailable
 
 logger = logging.getLogger("commerce_api.storage.db")
 
@@ -77,15 +80,19 @@ class GroupCommit(Generic[ItemT, ResultT]):
                 results = await self._run_batch(conn, batch)
                 ran = True
         except Exception as exc:
-            lost = is_database_unavailable(exc)
-            if not ran and (len(batch) > 1 or (lost and again)):
-                # Before the commit: nothing was kept. Each item alone, so one fails only
-                # itself; and once more after a lost connection (a pooled one that died while
-                # idle: SQLAlchemy has dropped the pool, the next is fresh).
+            timed_out = is_database_timeout(exc)
+            lost = not timed_out and is_database_unavailable(exc)
+            if not ran and lost and again:
+                # Before the commit: nothing was kept. Once more after a lost connection (a
+                # pooled one that died while idle: SQLAlchemy has dropped the pool, the next is
+                # fresh); not after a deadline, which would only be met again, item by item.
+                return await self._commit(batch, again=False)
+            if not ran and len(batch) > 1 and not (timed_out or lost):
+                # Each item alone, so one fails only itself.
                 return [
                     outcome for item in batch for outcome in await self._commit([item], again=False)
                 ]
-            if lost:  # answered 503 with Retry-After; no traceback per batch during an outage
+            if timed_out or lost:  # a 503 with Retry-After; no traceback per batch meanwhile
                 logger.warning("a batch of %d writes failed: database unavailable", len(batch))
             else:
                 logger.exception("a batch of %d writes failed; none of it was kept", len(batch))

@@ -16,19 +16,22 @@ from typing import Any
 from sqlalchemy import Engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-SQLITE_BUSY_TIMEOUT_SECONDS = 30
 # The execution option of a write transaction: it begins with ``BEGIN IMMEDIATE``.
 BEGIN_IMMEDIATE = "commerce_begin_immediate"
+# The execution option of a write transaction: the busy timeout (ms) its ``BEGIN IMMEDIATE``
+# waits for another process's lock at most (``Database.write``: what is left of its deadline).
+BUSY_TIMEOUT_MS = "commerce_busy_timeout_ms"
+_BUSY_SET = "commerce_busy_timeout_ms"  # the connection's busy timeout now (its ``info``)
 
 
-def _ensure_wal(cursor: Any) -> None:
+def _ensure_wal(cursor: Any, busy_seconds: float) -> None:
     """Switch the file to WAL (a persistent setting) unless it already is.
 
     Changing the journal mode needs a moment of exclusive access and SQLite does not apply the
     busy timeout to it, so several processes opening a new file at once would see "database is
     locked". Retry for as long as the busy timeout would have waited.
     """
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+    deadline = time.monotonic() + busy_seconds
     delay = 0.005
     while True:
         try:
@@ -51,33 +54,41 @@ SQLITE_JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 1000
 
 
-def configure_sqlite_connection(conn: Any) -> None:
+def configure_sqlite_connection(conn: Any, busy_seconds: float) -> None:
     """The settings of every connection this process opens on the file (the engine's and the
     order writer's): ``conn`` is a DB-API connection or cursor. The file is in WAL mode already
-    (see :func:`_ensure_wal`)."""
+    (see :func:`_ensure_wal`). ``busy_seconds``: how long a write waits for another process's
+    lock before "database is locked" (``Deadlines.lock``; a 503 with ``Retry-After``)."""
     # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_SECONDS * 1000}")
+    conn.execute(f"PRAGMA busy_timeout={max(1, round(busy_seconds * 1000))}")
     conn.execute(f"PRAGMA journal_size_limit={SQLITE_JOURNAL_SIZE_LIMIT_BYTES}")
     conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
 
 
-def configure_sqlite_engine(engine: AsyncEngine | Engine) -> None:
+def configure_sqlite_engine(engine: AsyncEngine | Engine, busy_seconds: float) -> None:
     """Set up each connection ``engine`` opens on the file, and begin its transactions
-    ourselves: ``BEGIN IMMEDIATE`` under the :data:`BEGIN_IMMEDIATE` option, else ``BEGIN``."""
+    ourselves: ``BEGIN IMMEDIATE`` under the :data:`BEGIN_IMMEDIATE` option, else ``BEGIN``;
+    under the :data:`BUSY_TIMEOUT_MS` option, with that busy timeout (set only when it changes:
+    a write that waited in its process's queue waits that much less for the file)."""
     sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    busy_ms = max(1, round(busy_seconds * 1000))
 
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from the sqlite3 module (see the module docstring).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        _ensure_wal(cursor)
-        configure_sqlite_connection(cursor)
+        _ensure_wal(cursor, busy_seconds)
+        configure_sqlite_connection(cursor, busy_seconds)
         cursor.close()
 
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
-        immediate = conn.get_execution_options().get(BEGIN_IMMEDIATE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        options = conn.get_execution_options()
+        wanted = options.get(BUSY_TIMEOUT_MS)
+        if wanted is not None and conn.info.get(_BUSY_SET, busy_ms) != wanted:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={int(wanted)}")
+            conn.info[_BUSY_SET] = wanted
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if options.get(BEGIN_IMMEDIATE) else "BEGIN")

@@ -18,18 +18,16 @@ from sqlalchemy.engine import URL, CursorResult
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.base import Executable
 
-from commerce_api.storage.sqlite import (
-    BEGIN_IMMEDIATE,
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    configure_sqlite_engine,
-)
+from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, configure_sqlite_engine
 
 
 class SQLiteBatchWriter:
     """One connection of the standard library's driver on the file, and the thread that
     begins and ends its transactions: one batch at a time."""
 
-    def __init__(self, url: URL, *, json_serializer: Callable[[Any], str]) -> None:
+    def __init__(
+        self, url: URL, *, json_serializer: Callable[[Any], str], busy_seconds: float
+    ) -> None:
         assert url.database is not None
         self._turn = _WriterTurn(url.database)
         self._engine = create_engine(
@@ -37,22 +35,24 @@ class SQLiteBatchWriter:
             poolclass=StaticPool,  # one connection: a process writes one batch at a time
             json_serializer=json_serializer,
             connect_args={
-                "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
+                "timeout": busy_seconds,
                 "check_same_thread": False,  # the loop and the thread take turns, never at once
             },
         )
-        configure_sqlite_engine(self._engine)
+        configure_sqlite_engine(self._engine, busy_seconds)
         # The batch thread: BEGIN IMMEDIATE, COMMIT and ROLLBACK, which may block, run on it.
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-batch")
 
     @asynccontextmanager
-    async def batch(self) -> AsyncIterator[_InlineConnection]:
+    async def batch(self, wait: float) -> AsyncIterator[_InlineConnection]:
+        """A batch's transaction, begun within ``wait`` seconds (the turn among the processes,
+        then SQLite's lock), else "database is locked"."""
         loop = asyncio.get_running_loop()
         engine, io, turn = self._engine, self.io, self._turn
         begin = _Begin(engine, turn)
         begun = loop.run_in_executor(io, begin.run)
         try:
-            inline = await asyncio.wait_for(asyncio.shield(begun), SQLITE_BUSY_TIMEOUT_SECONDS)
+            inline = await asyncio.wait_for(asyncio.shield(begun), max(wait, 0.001))
         except BaseException as exc:
             begin.abandon(io)
             if isinstance(exc, TimeoutError):
