@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from starlette.requests import Request
 from starlette.responses import Response
 
 from commerce_api.catalog import service
@@ -19,6 +20,7 @@ from commerce_api.catalog.schemas import (
     ProductUpdate,
 )
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.http import idempotency
 from commerce_api.http.dependencies import (
     AdminPrincipal,
     CatalogPrincipal,
@@ -120,12 +122,14 @@ async def get_product(
     summary="Create a product (admin)",
 )
 async def create_product(
-    body: ProductCreate, services: ServicesDep, admin: AdminPrincipal
+    body: ProductCreate, request: Request, services: ServicesDep, admin: AdminPrincipal
 ) -> Response:
     """Add a product to the catalogue. Needs an admin key."""
     async with services.db.write() as conn:
         product = await service.create_product(conn, admin, body)
-    return json_response(product, 201, {"Location": f"/v1/products/{product['id']}"})
+        response = json_response(product, 201, {"Location": f"/v1/products/{product['id']}"})
+        await idempotency.record(conn, request, response)  # the key, with the change
+    return response
 
 
 @router.patch(

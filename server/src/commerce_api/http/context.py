@@ -20,7 +20,7 @@ from commerce_api.core.ids import random_token
 if TYPE_CHECKING:
     from commerce_api.accounts.service import Principal
     from commerce_api.core.errors import APIError
-    from commerce_api.http.idempotency import Claim, KeyedRequest
+    from commerce_api.http.idempotency import KeyedRequest, Pending
     from commerce_api.ratelimit.limiter import Decision
     from commerce_api.storage.freshness import Versions
 
@@ -62,9 +62,9 @@ class RequestContext:
     # The rate limiter's decision for this request (its headers go on the answer).
     decision: Decision | None = None
     # An Idempotency-Key: the request it names (an order claims it in its own batch), or the
-    # claim taken before the handler ran (every other POST).
+    # key every other POST records with its change (``idempotency.record``).
     keyed: KeyedRequest | None = None
-    claim: Claim | None = None
+    claim: Pending | None = None
 
 
 _SCOPE_KEY = "commerce_api.http.context"

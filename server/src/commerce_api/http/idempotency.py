@@ -1,18 +1,24 @@
 """``Idempotency-Key`` for POST requests, held in the database so it works across processes.
 
-1. *Claim*: a short transaction inserts ``(scope, key, fingerprint, in_flight)``. If the row
-   exists: a different request (fingerprint) → 422; a finished one → its stored response is
-   replayed with ``Idempotent-Replayed: true``; one still in flight → 409.
-2. *Record*: the route stores its response in the same transaction as the change it made
-   (:func:`record`), so "order committed" and "response recorded" cannot come apart. Responses
-   that changed nothing (errors) are recorded afterwards, in a transaction of their own.
-3. A 5xx or a crash leaves no change behind (the route's transaction rolled back), so the claim
-   is released, or — after a crash — taken over once its lease has expired.
+1. *Look up* (:func:`lookup`): a key already used for a different request (fingerprint) → 422;
+   one that finished → its stored response is replayed with ``Idempotent-Replayed: true``;
+   otherwise the request runs (:class:`Pending`) — nothing is written before it does.
+2. *Record*: the route stores the key with its response in the same transaction as the change
+   it made (:func:`record`), so "change committed" and "response recorded" cannot come apart.
+   If another request with the key got there first (it inserted the row: on PostgreSQL the
+   insert waits for that request's commit), this one's transaction rolls back and the other's
+   response is replayed (:class:`KeyTaken`). Responses that changed nothing (errors) are
+   recorded afterwards the same way, in a transaction of their own (:func:`record_apart`).
+3. A 5xx or a crash leaves nothing behind — no change, no key (the route's transaction rolled
+   back), so a retry with the key runs at once (issue 32: a committed claim used to refuse it
+   with 409 for its 60 s lease after a crash).
 
 Keys are scoped to the account and kept 24 hours; :func:`prune` deletes older ones.
 
-Orders do without the separate claim: their batch locks the key's row, decides with
-:func:`verdict` and stores the outcome in the order's own transaction (``orders/placement.py``).
+Orders claim their key in the order's own transaction too: their batch locks the key's row,
+decides with :func:`verdict` and stores the outcome (``orders/placement.py``). An order's
+validation error is stored with :func:`claim` and :func:`record_separately`. A row left in
+flight (by an older version) is taken over once its lease has expired.
 """
 
 from __future__ import annotations
@@ -56,6 +62,91 @@ class KeyedRequest:
     scope: str
     key: str
     fingerprint: str
+
+
+@dataclass(slots=True)
+class Pending:
+    """A keyed POST running without a claim: :func:`record` stores its key with its response
+    in the change's own transaction."""
+
+    keyed: KeyedRequest
+    recorded: bool = False
+
+
+class KeyTaken(Exception):
+    """Another request with the key finished first: roll back, replay its stored response."""
+
+    def __init__(self, row: Any) -> None:
+        super().__init__("the Idempotency-Key was recorded by another request first")
+        self.row = row
+
+    def response(self, secret_box: SecretBox) -> Response:
+        row = self.row
+        return replay(row.response_status, row.response_headers, row.response_body, secret_box)
+
+
+async def lookup(db: Database, secret_box: SecretBox, keyed: KeyedRequest) -> Response | None:
+    """The stored response for the key, replayed; None to run the request (the key is new,
+    expired, or an abandoned claim's). Raises :class:`KeyConflict` (422, or 409 in flight)."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                select(keys).where(keys.c.scope == keyed.scope, keys.c.key == keyed.key)
+            )
+        ).first()
+    if row is None or verdict(row, keyed.fingerprint, utcnow()) != "replay":
+        return None
+    return replay(row.response_status, row.response_headers, row.response_body, secret_box)
+
+
+async def store(
+    conn: AsyncConnection, secret_box: SecretBox, keyed: KeyedRequest, response: Response
+) -> None:
+    """Store ``response`` as the key's, in the caller's transaction. Raises :class:`KeyTaken`
+    when another request recorded the key first, :class:`KeyConflict` when the key is another
+    request's or still in flight: either way the caller's transaction must roll back."""
+    now = utcnow()
+    values = _stored_values(response, secret_box)
+    where = (keys.c.scope == keyed.scope, keys.c.key == keyed.key)
+    inserted = await conn.execute(
+        dialect_insert(conn)(keys)
+        .values(
+            scope=keyed.scope,
+            key=keyed.key,
+            fingerprint=keyed.fingerprint,
+            locked_at=now,
+            created_at=now,
+            **values,
+        )
+        .on_conflict_do_nothing(index_elements=["scope", "key"])
+        .returning(keys.c.key)
+    )
+    if inserted.first() is not None:
+        return
+    row = (await conn.execute(select(keys).where(*where).with_for_update())).one()
+    found = verdict(row, keyed.fingerprint, now)
+    if found == "replay":
+        raise KeyTaken(row)
+    created_at = now if found == "reset" else row.created_at
+    await conn.execute(
+        update(keys)
+        .where(*where)
+        .values(fingerprint=keyed.fingerprint, locked_at=now, created_at=created_at, **values)
+    )
+
+
+async def record_apart(
+    db: Database, secret_box: SecretBox, pending: Pending, response: Response
+) -> Response:
+    """Store a response that changed nothing (an error) as the key's, in a transaction of its
+    own; the response to give: this one, or the one another request recorded first."""
+    try:
+        async with db.write() as conn:
+            await store(conn, secret_box, pending.keyed, response)
+    except KeyTaken as taken:
+        return taken.response(secret_box)
+    pending.recorded = True
+    return response
 
 
 @dataclass(slots=True)
@@ -239,23 +330,16 @@ def _owned(claim_: Claim) -> Any:
 
 
 async def record(conn: AsyncConnection, request: Request, response: Response) -> None:
-    """Store ``response`` for the request's key, inside the caller's transaction.
+    """Store ``response`` for the request's key, inside the caller's transaction (:func:`store`).
 
-    No-op for requests without a key. Raises (rolling the caller back) if the claim was lost.
+    No-op for requests without a key. Raises (rolling the caller back) :class:`KeyTaken` if
+    another request with the key recorded it first, :class:`KeyConflict` if it is in use.
     """
-    claim_ = context(request.scope).claim
-    if claim_ is None:
+    pending = context(request.scope).claim
+    if pending is None:
         return
-    secret_box = request.app.state.services.secret_box
-    result = await conn.execute(
-        update(keys)
-        .where(_owned(claim_))
-        .values(**_stored_values(response, secret_box))
-        .returning(keys.c.key)
-    )
-    if result.first() is None:
-        raise _in_flight()
-    claim_.recorded = True
+    await store(conn, request.app.state.services.secret_box, pending.keyed, response)
+    pending.recorded = True
 
 
 async def record_separately(
@@ -265,12 +349,6 @@ async def record_separately(
         values = _stored_values(response, secret_box)
         await conn.execute(update(keys).where(_owned(claim_)).values(**values))
     claim_.recorded = True
-
-
-async def release(db: Database, claim_: Claim) -> None:
-    """Forget a claim whose request failed without changing anything (a 5xx)."""
-    async with db.write() as conn:
-        await conn.execute(delete(keys).where(_owned(claim_)))
 
 
 async def prune(db: Database) -> int:

@@ -144,23 +144,27 @@ async def _idempotently(
     services = get_services(request)
     db, secret_box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)
-    claim = await idempotency.claim(db, secret_box, keyed)
-    if isinstance(claim, Response):
-        return claim
-    context(request.scope).claim = claim
+    stored = await idempotency.lookup(db, secret_box, keyed)
+    if stored is not None:
+        return stored
+    # Nothing is written before the handler: it records the key with its change (so a crash
+    # or a 5xx leaves no claim behind to refuse the retry).
+    pending = idempotency.Pending(keyed)
+    context(request.scope).claim = pending
     try:
         response = await handler(request)
+    except idempotency.KeyTaken as taken:  # another request with the key committed first
+        return taken.response(secret_box)
+    except idempotency.KeyConflict:
+        raise
     except Exception as exc:
         rendered = await render_exception(request, exc)
         if rendered is None or _retry_later(rendered.status_code):
-            await idempotency.release(db, claim)
             raise
         response = rendered
-    if _retry_later(response.status_code):
-        await idempotency.release(db, claim)
-    elif not claim.recorded:
-        await idempotency.record_separately(db, secret_box, claim, response)
-    return response
+    if _retry_later(response.status_code) or pending.recorded:
+        return response
+    return await idempotency.record_apart(db, secret_box, pending, response)
 
 
 def _retry_later(status: int) -> bool:
