@@ -45,7 +45,7 @@ async def test_the_services_connections_carry_the_deadlines(postgresql_database_
             "statement_timeout": "7s",
             "lock_timeout": "2500ms",
             "idle_in_transaction_session_timeout": "2s",
-            "tcp_user_timeout": "3s",
+            "tcp_user_timeout": "3000",  # shown in ms, without a unit
             "tcp_keepalives_idle": "1",
             "tcp_keepalives_interval": "1",
             "tcp_keepalives_count": "2",

@@ -253,19 +253,25 @@ class PostgresReader:
     ) -> tuple[int, list[SimpleNamespace]]:
         page, count = search_statements("postgresql", sort, category is not None)
         values = _search_values("postgresql", words, category, limit, offset)
-        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
-            total = int(await conn.fetchval(count.sql, *count.arguments(values)))
-            rows = await conn.fetch(page.sql, *page.arguments(values)) if offset < total else []
+        with self._db.reachability.waiting():
+            async with (
+                self.pool.acquire() as conn,
+                conn.transaction(isolation="repeatable_read"),
+            ):
+                total = int(await conn.fetchval(count.sql, *count.arguments(values)))
+                rows = await conn.fetch(page.sql, *page.arguments(values)) if offset < total else []
         return total, [SimpleNamespace(**dict(row)) for row in rows]
 
     async def search_ids(self, words: list[str]) -> list[str]:
         statement = search_ids_statement("postgresql")
         values = {"match": repository.search_match("postgresql", words)}
-        rows = await self.pool.fetch(statement.sql, *statement.arguments(values))
+        with self._db.reachability.waiting():
+            rows = await self.pool.fetch(statement.sql, *statement.arguments(values))
         return [row[0] for row in rows]
 
     async def _read_products(self, ids: list[str]) -> dict[str, SimpleNamespace]:
-        rows = await self.pool.fetch(PRODUCTS_POSTGRESQL, list(set(ids)))
+        with self._db.reachability.waiting():
+            rows = await self.pool.fetch(PRODUCTS_POSTGRESQL, list(set(ids)))
         return {row["id"]: SimpleNamespace(**dict(row)) for row in rows}
 
     async def product(self, product_id: str) -> SimpleNamespace | None:
@@ -273,11 +279,15 @@ class PostgresReader:
         return found.get(product_id)
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
-        row = await self.pool.fetchrow(_KEY.format("$1"), key_hash)
+        with self._db.reachability.waiting():
+            row = await self.pool.fetchrow(_KEY.format("$1"), key_hash)
         return None if row is None else SimpleNamespace(**dict(row))
 
     async def close(self) -> None:
-        await self.pool.close()
+        try:
+            await self.pool.close()
+        except (TimeoutError, OSError):  # a connection cut off while it closed: drop them all
+            self.pool.terminate()
 
 
 class ListRow(NamedTuple):

@@ -30,6 +30,7 @@ from commerce_api.storage.deadlines import (
     WATCHING,
     DatabaseTimeout,
     Deadlines,
+    Reachability,
     Watch,
 )
 from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, BUSY_TIMEOUT_MS, configure_sqlite_engine
@@ -105,6 +106,8 @@ class Database:
         self.backend = self.url.get_backend_name()
         self.deadlines = deadlines
         self._transaction_seconds = None if deadlines is None else deadlines.transaction
+        # Bounded waits fail at once for a moment after one ran out (``deadlines``).
+        self.reachability = Reachability()
         # The database file on SQLite (for the connections made beside the engine), else None.
         self.sqlite_path: str | None = self.url.database if self.is_sqlite else None
         self.busy_seconds = UNBOUNDED_SQLITE_BUSY_SECONDS if deadlines is None else deadlines.lock
@@ -149,12 +152,6 @@ class Database:
         pool, the listener): the same deadlines as the engine's."""
         return {} if self.deadlines is None else self.deadlines.pool_options()
 
-    def _watch(self, bounded: bool) -> Watch | None:
-        """The deadline of a PostgreSQL transaction starting now (``storage.deadlines``)."""
-        if not bounded or self._transaction_seconds is None:
-            return None
-        return Watch(asyncio.get_running_loop().time() + self._transaction_seconds)
-
     @asynccontextmanager
     async def _watched(
         self, engine: AsyncEngine, *, begin: bool, bounded: bool
@@ -162,11 +159,12 @@ class Database:
         """A PostgreSQL connection (in a transaction committed at the end when ``begin``) whose
         driver connection is terminated if the block is still running at its deadline: the
         caller then gets :class:`DatabaseTimeout` (a 503), whatever it was waiting for."""
-        watch = self._watch(bounded)
-        if watch is None:
+        if not bounded or self._transaction_seconds is None:
             async with engine.begin() if begin else engine.connect() as conn:
                 yield conn
             return
+        started = self.reachability.check()
+        watch = Watch(started + self._transaction_seconds)
         watching = WATCHING.set(watch)  # for the checkout hook (ping_when_idle)
         try:
             async with engine.connect() as conn:
@@ -181,6 +179,7 @@ class Database:
                     await conn.rollback()  # a read's transaction, ended within the deadline
                 watch.done()  # before the connection goes back to the pool
         except Exception as exc:
+            self.reachability.failed(exc, started)
             if watch.expired:
                 raise DatabaseTimeout(
                     f"a database transaction ran past its {self._transaction_seconds:g} s "

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import math
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +86,59 @@ class DatabaseTimeout(TimeoutError):
     """A transaction of the service ran past its deadline (``Deadlines.transaction``): its
     connection was closed. Nothing of it was committed, unless the deadline struck during the
     ``COMMIT`` itself (a keyed write's retry then replays it)."""
+
+
+class DatabaseUnreachable(ConnectionError):
+    """A bounded wait not even begun: a wait for the database ran out moments ago
+    (:class:`Reachability`). A 503 with ``Retry-After``, like the wait's own failure."""
+
+
+# After a wait for the database failed slowly (it ran out, or the connection was lost after
+# a while), bounded waits fail at once for this long — the 503's ``Retry-After`` — rather than
+# each waiting out its own deadline one after the other (a request's stamps, key and write).
+UNREACHABLE_SECONDS = 2.0
+_SLOW_FAILURE_SECONDS = 1.0
+
+
+class Reachability:
+    """Whether the database has answered lately, per ``Database`` (and its read pool)."""
+
+    __slots__ = ("until",)
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+    def check(self) -> float:
+        """Raise :class:`DatabaseUnreachable` within ``UNREACHABLE_SECONDS`` of a slow failure;
+        else the loop's time (pass it to :meth:`failed`)."""
+        now = asyncio.get_running_loop().time()
+        if now < self.until:
+            raise DatabaseUnreachable(
+                "the database did not answer moments ago; not waiting for it again yet"
+            )
+        return now
+
+    def failed(self, exc: BaseException, started: float) -> None:
+        """Note a failed wait begun at ``started``: one that ran out or lost its connection
+        after a while says the database is out of reach (a lock's or a statement's timeout,
+        PostgreSQL answering, does not)."""
+        now = asyncio.get_running_loop().time()
+        if now - started < _SLOW_FAILURE_SECONDS or isinstance(exc, DatabaseUnreachable):
+            return
+        if any(isinstance(cause, TimeoutError) for cause in causes(exc)) or (
+            is_database_unavailable(exc)
+        ):
+            self.until = now + UNREACHABLE_SECONDS
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Around a bounded wait (a statement of the read pool): checked, and noted if slow."""
+        started = self.check()
+        try:
+            yield
+        except Exception as exc:
+            self.failed(exc, started)
+            raise
 
 
 class Watch:

@@ -219,10 +219,11 @@ class PostgresTracker:
     made again in the background, and everything read before is forgotten.
     """
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str, options: dict[str, Any]) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str, db: Database) -> None:
         self._pool = pool
         self._dsn = dsn
-        self._options = options  # the deadlines (``Database.driver_options``)
+        self._options = db.driver_options()  # the deadlines (``storage.deadlines``)
+        self._reachability = db.reachability
         self._rounds: Rounds[None, Versions] = Rounds(self._read)
         self._versions: Versions | None = None
         self._changes = 0
@@ -234,7 +235,7 @@ class PostgresTracker:
 
     @classmethod
     async def open(cls, pool: asyncpg.Pool, dsn: str, db: Database) -> PostgresTracker:
-        tracker = cls(pool, dsn, db.driver_options())
+        tracker = cls(pool, dsn, db)
         tracker._stop_hearing_commits = db.on_commit(tracker.changed)
         try:
             await tracker._listen()
@@ -290,7 +291,8 @@ class PostgresTracker:
                 return
 
     async def _read(self, _callers: list[None]) -> Versions:
-        stamps = dict(await self._pool.fetch(_SELECT_STAMPS))
+        with self._reachability.waiting():
+            stamps = dict(await self._pool.fetch(_SELECT_STAMPS))
         return Versions(stamps.get(AUTH), stamps.get(CATALOG))
 
     def known(self) -> Versions | None:
@@ -322,4 +324,7 @@ class PostgresTracker:
         if self._reconnect is not None:
             self._reconnect.cancel()
         if self._listener is not None:
-            await self._listener.close()
+            try:
+                await self._listener.close()
+            except (TimeoutError, OSError):  # cut off while it closed (its deadline ran out)
+                self._listener.terminate()

@@ -55,6 +55,7 @@ class SQLiteBatchWriter:
             inline = await asyncio.wait_for(asyncio.shield(begun), max(wait, 0.001))
         except BaseException as exc:
             begin.abandon(io)
+            begun.add_done_callback(_retrieved)  # a BEGIN that fails later, unheard: no warning
             if isinstance(exc, TimeoutError):
                 raise sqlite3.OperationalError("database is locked") from None
             raise
@@ -77,6 +78,11 @@ class SQLiteBatchWriter:
         await asyncio.get_running_loop().run_in_executor(self.io, self._engine.dispose)
         self.io.shutdown(wait=True)
         self._turn.close()
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class _InlineConnection:
