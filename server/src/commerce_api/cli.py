@@ -67,14 +67,13 @@ def _with_database(
     *,
     bounded: bool = False,
 ) -> T:
-    """Open the configured database, apply pending migrations, run ``work``, close. Its waits
-    have the settings' deadlines when ``bounded`` (a long-running process: the worker), else
-    only a connect's (an operator's command, an import of any size)."""
+    """Open the configured database, apply pending migrations, run ``work``, close. With the
+    settings' deadlines when ``bounded`` (the worker), not for an operator's command."""
     settings = settings or _settings()
 
     async def run() -> T:
-        deadlines = database_deadlines(settings) if bounded else None
         try:
+            deadlines = database_deadlines(settings) if bounded else None
             db = Database(settings.database_url, deadlines=deadlines)
         except UnsupportedDatabaseURL as exc:
             raise click.ClickException(str(exc)) from exc

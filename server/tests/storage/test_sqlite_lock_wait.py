@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
 import pytest
 
 from commerce_api.http.middleware import DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS
@@ -73,7 +74,9 @@ async def test_writes_waiting_on_another_processs_lock_are_503s_within_5_s(
                 ),
             ]
 
-        async def timed(path: str, body: dict[str, object], headers: dict[str, str]) -> tuple:
+        async def timed(
+            path: str, body: dict[str, object], headers: dict[str, str]
+        ) -> tuple[httpx.Response, float]:
             started = loop.time()
             response = await http.post(path, json=body, headers=headers)
             return response, loop.time() - started

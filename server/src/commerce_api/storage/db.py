@@ -97,7 +97,7 @@ SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 class Database:
     """``deadlines``: how long the service waits for the database (``storage.deadlines``); the
     app passes the settings' (``app.services``). Without them (operator tools, tests), waits are
-    unbounded but for the connect, and SQLite's busy timeout is 30 s."""
+    unbounded, but for SQLite's busy timeout of 30 s."""
 
     def __init__(
         self, url: str, *, pool_size: int = 10, deadlines: Deadlines | None = None

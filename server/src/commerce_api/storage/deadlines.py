@@ -73,8 +73,8 @@ class Deadlines:
         return self.asyncpg_options(command_timeout=seconds / 2)
 
 
-# What ``Database(url)`` without deadlines waits: operator tools and tests (migrations, imports
-# of any size) — the connect bound only, and SQLite's busy timeout as before.
+# SQLite's busy timeout for ``Database(url)`` without deadlines (operator tools and tests:
+# migrations, imports of any size), as before; nothing else of theirs is bounded.
 UNBOUNDED_SQLITE_BUSY_SECONDS = 30.0
 
 
