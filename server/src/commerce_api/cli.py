@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
-from commerce_api.app.services import database_deadlines
 from commerce_api.app.serving import (
     check_port_free,
     granian_options,
@@ -38,6 +37,7 @@ from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretKeyMissing, check_secret_key
 from commerce_api.storage.db import Database, UnsupportedDatabaseURL
+from commerce_api.storage.deadlines import Deadlines
 
 T = TypeVar("T")
 
@@ -65,15 +65,14 @@ def _with_database(
     work: Callable[[Database], Awaitable[T]],
     settings: Settings | None = None,
     *,
-    bounded: bool = False,
+    deadlines: Deadlines | None = None,
 ) -> T:
-    """Open the configured database, apply pending migrations, run ``work``, close. With the
-    settings' deadlines when ``bounded`` (the worker), not for an operator's command."""
+    """Open the configured database, apply pending migrations, run ``work``, close. With
+    ``deadlines`` on its waits (the worker's), none for an operator's command."""
     settings = settings or _settings()
 
     async def run() -> T:
         try:
-            deadlines = database_deadlines(settings) if bounded else None
             db = Database(settings.database_url, deadlines=deadlines)
         except UnsupportedDatabaseURL as exc:
             raise click.ClickException(str(exc)) from exc
@@ -213,6 +212,7 @@ def _set_up_demo(settings: Settings, base: str) -> None:
 @main.command()
 def worker() -> None:
     """Run the webhook dispatcher alone (no HTTP), until SIGINT or SIGTERM."""
+    from commerce_api.app.services import database_deadlines
     from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
     from commerce_api.webhooks.service import open_secret_box
 
@@ -232,7 +232,7 @@ def worker() -> None:
         stopped.cancel()
         await stop_dispatcher(dispatcher, running)
 
-    _with_database(run, settings, bounded=True)
+    _with_database(run, settings, deadlines=database_deadlines(settings))
 
 
 @main.command()
