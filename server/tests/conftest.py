@@ -6,6 +6,11 @@ database with a random name per session, emptied before each test, dropped at th
 PostgreSQL comes from ``COMMERCE_TEST_POSTGRES_URL`` (default: the local server as user
 ``postgres``). Where it is unreachable the PostgreSQL tests skip, saying why, unless
 ``COMMERCE_TEST_REQUIRE_POSTGRES=1`` (set by ``.ci/run``), which makes that a failure.
+
+A third backend, ``pgbouncer``: the same PostgreSQL database through PgBouncer in transaction
+pooling (``tests.pgbouncer_process``), for the tests marked ``pgbouncer`` only (the order and
+read tests): their ``database_url`` cases run a third time through it. Where PgBouncer is not
+installed these skip, saying why, unless ``COMMERCE_TEST_REQUIRE_PGBOUNCER=1`` (``.ci/run``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -29,13 +34,31 @@ from commerce_api.app.services import Services
 from commerce_api.settings import Settings, Tier
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import metadata
-from tests import factories
+from tests import factories, pgbouncer_process
+from tests.pgbouncer_process import RunningPgBouncer
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "COMMERCE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 REQUIRE_POSTGRES = os.environ.get("COMMERCE_TEST_REQUIRE_POSTGRES") == "1"
+REQUIRE_PGBOUNCER = os.environ.get("COMMERCE_TEST_REQUIRE_PGBOUNCER") == "1"
 BACKENDS = ["sqlite", "postgresql"]
+POOLED = "pgbouncer"  # the third backend, for tests marked so
+# Each PgBouncer URL handed out, with the direct URL behind it (``make_settings`` listens there).
+DIRECT_URLS: dict[str, str] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``pgbouncer`` cases only for the tests marked ``pgbouncer``."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        pooled = callspec is not None and callspec.params.get("database_url") == POOLED
+        unmarked = item.get_closest_marker("pgbouncer") is None
+        (dropped if pooled and unmarked else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def _asyncpg_dsn(url: str) -> str:
@@ -89,10 +112,31 @@ async def _empty_postgres(url: str) -> None:
         await db.dispose()
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=[*BACKENDS, POOLED])
 def database_url(request: pytest.FixtureRequest) -> str:
-    """The URL of a clean, migrated database, once per backend."""
+    """The URL of a clean, migrated database, once per backend (and through PgBouncer for the
+    tests marked ``pgbouncer``)."""
     url: str = request.getfixturevalue(f"{request.param}_database_url")
+    return url
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(postgres_url: str) -> Iterator[RunningPgBouncer]:
+    """PgBouncer in transaction pooling in front of the session's PostgreSQL database."""
+    if pgbouncer_process.executable() is None:
+        message = "pgbouncer is not installed (Debian: apt-get install pgbouncer)"
+        if REQUIRE_PGBOUNCER:
+            pytest.fail(message)
+        pytest.skip(message)
+    with pgbouncer_process.running_pgbouncer(postgres_url) as running:
+        yield running
+
+
+@pytest.fixture
+async def pgbouncer_database_url(postgresql_database_url: str, pgbouncer: RunningPgBouncer) -> str:
+    """The clean PostgreSQL database through PgBouncer (``?pooler=pgbouncer``)."""
+    url = pgbouncer.url_for(postgresql_database_url)
+    DIRECT_URLS[url] = postgresql_database_url
     return url
 
 
@@ -123,6 +167,8 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 def make_settings(database_url: str, **overrides: object) -> Settings:
     """Settings for a test app. The webhook dispatcher is off unless a test turns it on."""
     values: dict[str, object] = {
+        # Through PgBouncer: the change notifications are listened for on the direct URL.
+        "database_listen_url": DIRECT_URLS.get(database_url),
         "run_dispatcher": False,
         # The tests' receivers listen on 127.0.0.1; a test of the URL policy turns this off.
         "webhook_allow_private_urls": True,

@@ -73,7 +73,11 @@ def _with_database(
 
     async def run() -> T:
         try:
-            db = Database(settings.database_url, deadlines=deadlines)
+            db = Database(
+                settings.database_url,
+                deadlines=deadlines,
+                listen_url=settings.database_listen_url,
+            )
         except UnsupportedDatabaseURL as exc:
             raise click.ClickException(str(exc)) from exc
         try:

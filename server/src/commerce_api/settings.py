@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     database_idle_in_transaction_timeout_seconds: float = Field(default=2.0, gt=0)
     database_dead_connection_seconds: float = Field(default=3.0, ge=1)
     database_transaction_timeout_seconds: float = Field(default=4.0, gt=0)
+    # With a PostgreSQL URL through PgBouncer (`?pooler=pgbouncer`): a direct URL to PostgreSQL
+    # for the one connection per process that LISTENs for change notifications (a session,
+    # which transaction pooling does not give). Unset there: no listening, and the read path
+    # reads the change stamps for every request instead of caching (docs/deployment.md).
+    database_listen_url: str | None = None
     environment: Environment = "sandbox"
     redis_url: str | None = None
     redis_key_prefix: str = "commerce:"

@@ -17,6 +17,9 @@ from tests import factories, helpers
 from tests.helpers import Clock, bearer
 from tests.http.test_error_contract import assert_error
 
+# Through PgBouncer too (conftest.py): transaction pooling must not change an answer.
+pytestmark = pytest.mark.pgbouncer
+
 LIST_FIELDS = {"id", "name", "description", "price", "category", "created_at"}
 DETAIL_FIELDS = LIST_FIELDS | {"inventory_count", "updated_at"}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")

@@ -32,6 +32,9 @@ from tests.factories import post_order as place
 from tests.helpers import TIMESTAMP, bearer
 from tests.http.test_error_contract import assert_error
 
+# Through PgBouncer too (conftest.py): transaction pooling must not change an answer.
+pytestmark = pytest.mark.pgbouncer
+
 ORDER_FIELDS = {
     "id",
     "status",

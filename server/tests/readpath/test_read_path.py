@@ -54,6 +54,9 @@ from tests.factories import ADDRESS
 from tests.helpers import bearer
 from tests.http.test_error_contract import assert_error
 
+# Through PgBouncer too (conftest.py): transaction pooling must not change an answer.
+pytestmark = pytest.mark.pgbouncer
+
 SNAPSHOT_TIMEOUT_SECONDS = 10.0
 BASE_TIME = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 CATEGORIES = ("books", "toys", "garden", "café 日本")  # the last one percent-encoded

@@ -1,5 +1,5 @@
-"""A pooled PostgreSQL connection is pinged only after it sat idle (``storage.db.ping_when_idle``,
-instead of SQLAlchemy's ping on every checkout, three round trips before every transaction):
+"""A pooled PostgreSQL connection is pinged only after it sat idle
+(``storage.connecting.ping_when_idle``, instead of SQLAlchemy's ping on every checkout, three round trips before every transaction):
 one that died while idle is replaced before anyone uses it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from commerce_api.storage import db as db_module
+from commerce_api.storage import connecting
 from commerce_api.storage.db import Database
 
 pytestmark = pytest.mark.postgresql
@@ -33,7 +33,7 @@ async def terminate(url: str, pid: int) -> None:
 async def test_a_connection_that_died_while_idle_is_replaced_unseen(
     postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(db_module, "IDLE_PING_SECONDS", 0.0)  # every checkout counts as idle
+    monkeypatch.setattr(connecting, "IDLE_PING_SECONDS", 0.0)  # every checkout counts as idle
     db = Database(postgresql_database_url, pool_size=1)
     try:
         first = await backend_pid(db)

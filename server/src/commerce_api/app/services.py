@@ -8,6 +8,7 @@ has those, as the assignment at the end has mypy check.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from commerce_api.http.services import RequestServices
@@ -16,10 +17,13 @@ from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
+from commerce_api.storage.connecting import SERVER_SETTINGS
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
 from commerce_api.storage.deadlines import Deadlines
 from commerce_api.webhooks import service as webhooks
+
+logger = logging.getLogger("commerce_api.storage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +66,19 @@ def database_deadlines(settings: Settings) -> Deadlines:
 
 async def open_services(settings: Settings) -> Services:
     """Open the database, the rate limiter, the secret box, the read path and the order desk."""
-    db = Database(settings.database_url, deadlines=database_deadlines(settings))
+    db = Database(
+        settings.database_url,
+        deadlines=database_deadlines(settings),
+        listen_url=settings.database_listen_url,
+    )
+    for name, value in (await db.unapplied_settings()).items():
+        logger.warning(
+            "through the pooler, PostgreSQL's %s is %s, not %s: set it on the role"
+            " (docs/deployment.md)",
+            name,
+            value,
+            SERVER_SETTINGS[name],
+        )
     secret_box = await webhooks.open_secret_box(settings, db)
     return Services(
         settings=settings,

@@ -238,8 +238,11 @@ class PostgresReader:
 
     @classmethod
     async def connect(cls, dsn: str, db: Database) -> PostgresReader:
+        # Through a pooler no statement is prepared by name
+        # (``storage.connecting.POOLED_CONNECT_ARGS``).
+        cache = {} if db.pooler is None else {"statement_cache_size": 0}
         pool = await asyncpg.create_pool(
-            dsn, min_size=1, max_size=10, reset=_keep_as_is, **db.driver_options()
+            dsn, min_size=1, max_size=10, reset=_keep_as_is, **cache, **db.driver_options()
         )
         return cls(pool, db)
 

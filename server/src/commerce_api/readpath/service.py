@@ -7,7 +7,6 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy.engine import make_url
 
 from commerce_api.accounts.service import Principal, key_lookup_hash, principal_from_row
 from commerce_api.catalog.repository import search_words
@@ -97,9 +96,8 @@ class ReadPath:
             tracker = freshness.SQLiteTracker.open(db.sqlite_path)
             reader = SQLiteReader(db.sqlite_path)
         else:
-            dsn = make_url(db.url).set(drivername="postgresql").render_as_string(False)
-            postgres = await PostgresReader.connect(dsn, db)
-            tracker = await freshness.PostgresTracker.open(postgres.pool, dsn, db)
+            postgres = await PostgresReader.connect(db.dsn, db)
+            tracker = await freshness.PostgresTracker.open(postgres.pool, db.listen_dsn, db)
             reader = postgres
         return cls(db, tracker, reader, environment)
 

@@ -12,19 +12,22 @@ success and rolls back on any exception. Services and repositories never commit.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import event, exc, text
+from sqlalchemy import text
 from sqlalchemy.engine import URL, CursorResult, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.base import Executable
 
+from commerce_api.storage.connecting import (
+    SERVER_SETTINGS,
+    ping_when_idle,
+    postgres_connect_args,
+)
 from commerce_api.storage.deadlines import (
     UNBOUNDED_SQLITE_BUSY_SECONDS,
     WATCHING,
@@ -66,12 +69,20 @@ class UnsupportedDatabaseURL(ValueError):
     pass
 
 
+# A PostgreSQL URL's query option that says a connection pooler stands between the service and
+# PostgreSQL: ``?pooler=pgbouncer`` (PgBouncer in transaction pooling; docs/deployment.md).
+POOLER_OPTION = "pooler"
+POOLERS = ("pgbouncer",)
+
+
 def async_url(url: str) -> URL:
-    """Map the contract's URLs (``sqlite:///…``, ``postgresql://…``) to our async drivers."""
+    """Map the contract's URLs (``sqlite:///…``, ``postgresql://…``) to our async drivers
+    (without the ``pooler`` option: see :func:`pooler_of`)."""
     try:
         parsed = make_url(url)
     except Exception as exc:
         raise UnsupportedDatabaseURL(f"not a database URL: {url!r}") from exc
+    parsed = parsed.difference_update_query([POOLER_OPTION])
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
@@ -84,26 +95,43 @@ def async_url(url: str) -> URL:
     )
 
 
-# PostgreSQL plans each execution of a prepared statement with its parameters (a custom plan),
-# never with a generic plan cached per connection: the order batch's statements join tables to
-# ``unnest`` of array parameters, and a generic plan made while a table was small (a new shop,
-# a fresh bench database) kept scanning it whole as it grew — until autovacuum's next ANALYZE,
-# minutes later — under a hot product's lock. Custom plans know each array's length and each
-# table's current size. Measured: PostgreSQL flash sale +11 % (hot) and +14 % (spread), reads
-# unchanged (bench/results/probe-flash-custom.md).
-SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
+def pooler_of(url: str) -> str | None:
+    """The pooler a PostgreSQL URL names (``?pooler=pgbouncer``), or None (direct)."""
+    try:
+        value = make_url(url).query.get(POOLER_OPTION)
+    except Exception:
+        return None  # async_url says what is wrong with it
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in POOLERS:
+        raise UnsupportedDatabaseURL(f"unknown pooler {value!r}: the one supported is pgbouncer")
+    return value
 
 
 class Database:
     """``deadlines``: how long the service waits for the database (``storage.deadlines``); the
     app passes the settings' (``app.services``). Without them (operator tools, tests), waits are
-    unbounded, but for SQLite's busy timeout of 30 s."""
+    unbounded, but for SQLite's busy timeout of 30 s.
+
+    ``listen_url``: where the change notifications are listened for (``freshness``), when
+    ``url`` goes through a pooler (``?pooler=pgbouncer``): LISTEN needs a session of its own,
+    which only a direct connection to PostgreSQL gives. Without it, a pooled database has no
+    listener (every request then reads the change stamps; nothing is cached)."""
 
     def __init__(
-        self, url: str, *, pool_size: int = 10, deadlines: Deadlines | None = None
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        deadlines: Deadlines | None = None,
+        listen_url: str | None = None,
     ) -> None:
         self.url = async_url(url)
         self.backend = self.url.get_backend_name()
+        self.pooler = pooler_of(url) if self.backend == "postgresql" else None
+        direct = listen_url if self.pooler is not None else url
+        # The DSN of the listening connection (asyncpg's), or None: do not listen.
+        self.listen_dsn: str | None = None if direct is None else _asyncpg_dsn(async_url(direct))
         self.deadlines = deadlines
         self._transaction_seconds = None if deadlines is None else deadlines.transaction
         # Bounded waits fail at once for a moment after one ran out (``deadlines``).
@@ -122,13 +150,10 @@ class Database:
             configure_sqlite_engine(self.engine, self.busy_seconds)
             write_options[BUSY_TIMEOUT_MS] = _ms(self.busy_seconds)
         else:
-            bounded: dict[str, Any] = {"connect_args": {"server_settings": SERVER_SETTINGS}}
-            if deadlines is not None:
-                options = deadlines.engine_options()
-                settings = {**SERVER_SETTINGS, **options["server_settings"]}
-                bounded["connect_args"] = {**options, "server_settings": settings}
-                if deadlines.transaction is not None:
-                    bounded["pool_timeout"] = deadlines.transaction
+            connect_args = postgres_connect_args(self.pooler is not None, deadlines)
+            bounded: dict[str, Any] = {"connect_args": connect_args}
+            if deadlines is not None and deadlines.transaction is not None:
+                bounded["pool_timeout"] = deadlines.transaction
             self.engine = create_async_engine(
                 self.url,
                 pool_size=pool_size,
@@ -149,8 +174,30 @@ class Database:
 
     def driver_options(self) -> dict[str, Any]:
         """asyncpg's connect arguments for the process's other PostgreSQL connections (the read
-        pool, the listener): the same deadlines as the engine's."""
-        return {} if self.deadlines is None else self.deadlines.pool_options()
+        pool, the listener): the same deadlines as the engine's (through a pooler, without the
+        session settings, which the pooler refuses: they are set on the role)."""
+        options = {} if self.deadlines is None else self.deadlines.pool_options()
+        if self.pooler is not None:
+            options.pop("server_settings", None)
+        return options
+
+    @property
+    def dsn(self) -> str:
+        """The PostgreSQL URL for asyncpg's own connections (``readpath.reader``)."""
+        return _asyncpg_dsn(self.url)
+
+    async def unapplied_settings(self) -> dict[str, str]:
+        """Through a pooler, the ``SERVER_SETTINGS`` PostgreSQL does not have (the setting and
+        its value there): they must be set on the role or the database (docs/deployment.md).
+        Direct connections send them at connect: nothing is missing."""
+        if self.pooler is None:
+            return {}
+        async with self.engine.connect() as conn:
+            found = {
+                name: str(await conn.scalar(text("SELECT current_setting(:name)"), {"name": name}))
+                for name in SERVER_SETTINGS
+            }
+        return {name: value for name, value in found.items() if value != SERVER_SETTINGS[name]}
 
     @asynccontextmanager
     async def _watched(
@@ -339,46 +386,12 @@ class Database:
 _UNBOUNDED_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 
 
+def _asyncpg_dsn(url: URL) -> str:
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
-
-
-# A pooled PostgreSQL connection idle longer than this is pinged before it is handed out.
-IDLE_PING_SECONDS = 10.0
-_CHECKED_IN_AT = "commerce_checked_in_at"
-
-
-def ping_when_idle(engine: AsyncEngine) -> None:
-    """Ping a pooled connection before handing it out only when it sat idle for longer than
-    ``IDLE_PING_SECONDS``; one that fails the ping is replaced (the pool's documented
-    ``checkout`` event: raising ``DisconnectionError`` there makes it retry with a fresh one).
-
-    SQLAlchemy's ``pool_pre_ping`` pings on every checkout: three round trips (``BEGIN``, ``;``,
-    ``ROLLBACK`` on asyncpg) before every transaction, the most an order batch made. A
-    connection in use is never idle that long; one that dies in use (PostgreSQL restarted) fails
-    its statement, and SQLAlchemy then invalidates the whole pool, so the retry — the order desk
-    runs a failed batch's orders again one by one — gets fresh connections.
-    """
-    dialect = engine.dialect
-
-    @event.listens_for(engine.sync_engine.pool, "checkin")
-    def checked_in(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-        record.info[_CHECKED_IN_AT] = time.monotonic()
-
-    @event.listens_for(engine.sync_engine.pool, "checkout")
-    def checked_out(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
-        since = record.info.get(_CHECKED_IN_AT)
-        if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
-            return
-        watch = WATCHING.get()  # the ping is within the transaction's deadline
-        if watch is not None:
-            watch.hold(dbapi_connection.driver_connection)
-        try:
-            dialect.do_ping(dbapi_connection)
-        except Exception as error:
-            if watch is not None and watch.expired:  # not a dead connection: no fresh one
-                raise DatabaseTimeout("a ping at checkout ran past the deadline") from error
-            raise exc.DisconnectionError("an idle connection failed its ping") from error
 
 
 def _json_text(value: Any) -> str:

@@ -148,7 +148,7 @@ class Watch:
 
     A timer handle per transaction (the loop's ``call_at``); :meth:`done` cancels it.
     :data:`WATCHING` is the running transaction's, for the pool's checkout hook
-    (``db.ping_when_idle``), so that a ping at checkout is watched too."""
+    (``connecting.ping_when_idle``), so that a ping at checkout is watched too."""
 
     __slots__ = ("connection", "expired", "handle")
 

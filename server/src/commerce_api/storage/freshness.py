@@ -219,7 +219,7 @@ class PostgresTracker:
     made again in the background, and everything read before is forgotten.
     """
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str, db: Database) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str | None, db: Database) -> None:
         self._pool = pool
         self._dsn = dsn
         self._options = db.driver_options()  # the deadlines (``storage.deadlines``)
@@ -234,9 +234,18 @@ class PostgresTracker:
         self.listening = False
 
     @classmethod
-    async def open(cls, pool: asyncpg.Pool, dsn: str, db: Database) -> PostgresTracker:
+    async def open(cls, pool: asyncpg.Pool, dsn: str | None, db: Database) -> PostgresTracker:
+        """``dsn``: a direct connection's, where the notifications are listened for; None
+        (through a pooler with no ``COMMERCE_DATABASE_LISTEN_URL``): never listening, the
+        stamps read for every request and nothing cached on them."""
         tracker = cls(pool, dsn, db)
         tracker._stop_hearing_commits = db.on_commit(tracker.changed)
+        if dsn is None:
+            logger.warning(
+                "the database goes through a pooler and COMMERCE_DATABASE_LISTEN_URL is not set:"
+                " not listening for changes; reading the stamps per request"
+            )
+            return tracker
         try:
             await tracker._listen()
         except Exception:
@@ -245,6 +254,7 @@ class PostgresTracker:
         return tracker
 
     async def _listen(self) -> None:
+        assert self._dsn is not None  # open() never listens without one
         connection = await asyncpg.connect(self._dsn, **self._options)
         connection.add_termination_listener(self._lost)
         await connection.add_listener(CHANNEL, self._notified)
