@@ -50,7 +50,8 @@ DIRECT_URLS: dict[str, str] = {}
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``pgbouncer`` cases only for the tests marked ``pgbouncer``."""
-    kept, dropped = [], []
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         pooled = callspec is not None and callspec.params.get("database_url") == POOLED

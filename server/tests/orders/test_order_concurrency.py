@@ -30,6 +30,7 @@ from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, order_items, orders
 from tests import factories
 from tests.helpers import bearer
+from tests.pgbouncer_process import RunningPgBouncer
 from tests.server_process import RunningServer, running_servers
 
 pytestmark = pytest.mark.slow
@@ -47,7 +48,11 @@ class Cluster:
 
 @pytest.fixture(
     scope="module",
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
+    params=[
+        "sqlite",
+        pytest.param("postgresql", marks=pytest.mark.postgresql),
+        pytest.param("pgbouncer", marks=pytest.mark.postgresql),
+    ],
 )
 def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -61,7 +66,12 @@ def cluster(
         # The session's migrated database. Not emptied: every test scopes its checks to an
         # account and products of its own.
         database_url = request.getfixturevalue("postgres_url")
-    with running_servers(database_url, workdir, 2) as servers:
+    settings = {}
+    if request.param == "pgbouncer":  # the servers through PgBouncer, listening direct
+        pgbouncer: RunningPgBouncer = request.getfixturevalue("pgbouncer")
+        settings["COMMERCE_DATABASE_LISTEN_URL"] = database_url
+        database_url = pgbouncer.url_for(database_url)
+    with running_servers(database_url, workdir, 2, settings=settings) as servers:
         yield Cluster(database_url, servers)
 
 
