@@ -4,9 +4,12 @@ does differently. The order and read tests run through it too (the ``pgbouncer``
 
 from __future__ import annotations
 
+import secrets
+
 import asyncpg
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from commerce_api.http.context import RequestContext
 from commerce_api.readpath.service import ReadPath
@@ -14,6 +17,7 @@ from commerce_api.storage import freshness
 from commerce_api.storage.db import SERVER_SETTINGS, Database, UnsupportedDatabaseURL
 from tests import factories
 from tests.conftest import DIRECT_URLS, make_settings
+from tests.pgbouncer_process import RunningPgBouncer
 
 pytestmark = pytest.mark.postgresql
 
@@ -116,3 +120,24 @@ def test_an_unknown_pooler_is_refused() -> None:
 def _plain(url: str) -> str:
     """``url`` for asyncpg itself (without the service's option), through PgBouncer."""
     return url.replace("?pooler=pgbouncer", "")
+
+
+async def test_migrate_runs_through_the_pooler(
+    postgres_url: str, pgbouncer: RunningPgBouncer
+) -> None:
+    """``migrate`` takes a transaction-scoped advisory lock and migrates in that one
+    transaction: nothing of it needs a session. A new database, migrated from nothing."""
+    admin = await asyncpg.connect(_plain(postgres_url))
+    name = f"commerce_test_{secrets.token_hex(6)}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    direct = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    db = Database(pgbouncer.url_for(direct))
+    try:
+        await db.migrate()
+        await db.migrate()  # at head: checks and returns
+        async with db.read() as conn:
+            assert await conn.scalar(text("SELECT count(*) FROM alembic_version")) == 1
+    finally:
+        await db.dispose()
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
