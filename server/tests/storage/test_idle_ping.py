@@ -1,6 +1,7 @@
 """A pooled PostgreSQL connection is pinged only after it sat idle
-(``storage.connecting.ping_when_idle``, instead of SQLAlchemy's ping on every checkout, three round trips before every transaction):
-one that died while idle is replaced before anyone uses it."""
+(``storage.connecting.ping_when_idle``, instead of SQLAlchemy's ping on every checkout, three
+round trips before every transaction): one that died while idle is replaced before anyone uses
+it."""
 
 from __future__ import annotations
 
