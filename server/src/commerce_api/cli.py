@@ -20,6 +20,7 @@ import click
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api import demo as demo_setup
 from commerce_api.accounts import service as accounts
 from commerce_api.app.serving import (
     check_port_free,
@@ -31,7 +32,6 @@ from commerce_api.audit import keys as audited_keys
 from commerce_api.catalog import service as catalog
 from commerce_api.core.errors import APIError
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
-from commerce_api.demo import DemoSeed, demo_key_path, keep_key, read_kept_key, seed_demo
 from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
@@ -72,12 +72,9 @@ def _with_database(
     settings = settings or _settings()
 
     async def run() -> T:
+        url, listen_url = settings.database_url, settings.database_listen_url
         try:
-            db = Database(
-                settings.database_url,
-                deadlines=deadlines,
-                listen_url=settings.database_listen_url,
-            )
+            db = Database(url, deadlines=deadlines, listen_url=listen_url)
         except UnsupportedDatabaseURL as exc:
             raise click.ClickException(str(exc)) from exc
         try:
@@ -182,34 +179,24 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
 def _set_up_demo(settings: Settings, base: str) -> None:
     """Load the demo catalogue into an empty database and print the demo key: the one kept
     beside the database from an earlier start while it is valid, else a new one (kept there)."""
-    key_file = demo_key_path(settings.database_url, Path.cwd())
-    kept = read_kept_key(key_file) if key_file is not None else None
+    key_file = demo_setup.demo_key_path(settings.database_url, Path.cwd())
+    kept = demo_setup.read_kept_key(key_file) if key_file is not None else None
 
-    async def seed(db: Database) -> DemoSeed:
+    async def seed(db: Database) -> demo_setup.DemoSeed:
         async with db.write() as conn:
-            return await seed_demo(conn, settings.environment, kept)
+            return await demo_setup.seed_demo(conn, settings.environment, kept)
 
     seeded = _with_database(seed, settings)
     if seeded.issued and key_file is not None:
         try:
-            keep_key(key_file, seeded.secret)
+            demo_setup.keep_key(key_file, seeded.secret)
         except OSError as exc:
             _note(f"Could not keep the key in {key_file} ({exc.strerror or exc}): the next")
             _note("start will print a new one.")
             key_file = None
-    if seeded.loaded:
-        _note(f"Loaded the demo catalogue: {seeded.loaded} products.")
-    # The key goes to stdout only: stderr is the log stream, and keys are never logged.
-    if key_file is None:
-        origin = "a new one, not kept for the next starts"
-    elif seeded.issued:
-        origin = f"a new one, kept in {key_file} (owner-only) for the next starts"
-    else:
-        origin = f"the one kept in {key_file} by an earlier start"
-    _note(f"The demo account's sandbox client key follows on stdout: {origin}.")
-    _note("Try it with KEY set to it:")
-    _note(f'  curl -H "Authorization: Bearer $KEY" {base}/v1/products')
-    click.echo(seeded.secret)
+    for note in demo_setup.key_notes(seeded, key_file, base):
+        _note(note)
+    click.echo(seeded.secret)  # stdout only: stderr is the log stream, and keys are never logged
     sys.stdout.flush()
 
 

@@ -221,3 +221,20 @@ def keep_key(path: Path, secret: str) -> None:
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
         file.write(secret + "\n")
     os.replace(temporary, path)
+
+
+def key_notes(seeded: DemoSeed, key_file: Path | None, base: str) -> list[str]:
+    """What ``serve --demo`` says on stderr before it prints the key (on stdout, alone)."""
+    notes = [f"Loaded the demo catalogue: {seeded.loaded} products."] if seeded.loaded else []
+    if key_file is None:
+        origin = "a new one, not kept for the next starts"
+    elif seeded.issued:
+        origin = f"a new one, kept in {key_file} (owner-only) for the next starts"
+    else:
+        origin = f"the one kept in {key_file} by an earlier start"
+    return [
+        *notes,
+        f"The demo account's sandbox client key follows on stdout: {origin}.",
+        "Try it with KEY set to it:",
+        f'  curl -H "Authorization: Bearer $KEY" {base}/v1/products',
+    ]
