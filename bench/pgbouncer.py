@@ -121,7 +121,7 @@ async def settings_on_the_database(database_url: str) -> None:
     import asyncpg
     from sqlalchemy.engine import make_url
 
-    from commerce_api.storage.db import SERVER_SETTINGS
+    from commerce_api.storage.connecting import SERVER_SETTINGS
 
     url = make_url(database_url)
     conn = await asyncpg.connect(url.set(drivername="postgresql").render_as_string(False))
