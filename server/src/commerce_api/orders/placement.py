@@ -23,25 +23,23 @@ fixed number of statements per batch however many orders it carries (:func:`plac
 
 This module decides; its statements are ``repository``'s. On PostgreSQL a batch waits on the
 wire eight times whatever its size (``BEGIN``, claim, read, savepoint, write, lock, store,
-``COMMIT``): with the database a millisecond away, round trips are what an order costs.
+``COMMIT``): round trips are what an order costs with the database a millisecond away.
 
 A hot product is locked for steps 3 and 4 only (two round trips and the commit). The lock order
 is the same everywhere: new keys, products (in id order), then existing key rows (as a cancel
 locks its products, then its own key): two transactions never wait on each other in a cycle.
 
-Every order, its stock change, event, deliveries, audit row and stored response are in the
-one transaction, and no caller is answered before its commit has returned: a failed commit
-answers every order of the batch with that failure and keeps nothing; a statement that fails
-before it undoes the batch, whose orders are then run again one by one. Nothing is written for
-an order that is refused. Concurrent batches of other processes wait on the row locks
-(PostgreSQL) or the write lock (SQLite), and a batch changes stock only under its lock, after
-checking its decisions against the locked rows: no oversell.
+Every order, its stock change, event, deliveries, audit row and stored response are in one
+transaction, and no caller is answered before its commit returned: a failed commit answers every
+order of the batch with that failure and keeps nothing; a statement that fails before it undoes
+the batch, whose orders then run again one by one. Nothing is written for a refused order. Other
+processes' batches wait on the row locks (PostgreSQL) or the write lock (SQLite), and a batch
+changes stock only under its lock, its decisions checked against the locked rows: no oversell.
 
-With a key, its row is written in the order's own transaction: a crash leaves no claim behind,
-so a retry after a crash is placed at once (nothing to wait out), and a retry of a request that
-committed finds its stored response under the row lock (never a second order). A retry that
-arrives while the first request's batch (in another process) is running waits for its commit
-at the claim, then replays it.
+With a key, its row is written in the order's own transaction: a crash leaves no claim behind
+(a retry is placed at once), a retry of a request that committed finds its stored response under
+the row lock (never a second order), and one that arrives while the first request's batch (in
+another process) runs waits for its commit at the claim, then replays it.
 """
 
 from __future__ import annotations
@@ -243,7 +241,7 @@ async def _place(
         account_id = request.principal.account_id
         assert account_id is not None  # requested_lines refuses keys without an account
         order, items = new_order_rows(account_id, request.data, currency, lines)
-        new = SimpleNamespace(**order, tracking=None)  # the column's default: not inserted
+        new = SimpleNamespace(**order, tracking=None)  # the column's default (not inserted)
         rendered = render_order(new, [SimpleNamespace(**i) for i in items])
         placed.append((order, items, rendered))
         trail.append(order_created(request.principal, order["id"], order["created_at"]))
