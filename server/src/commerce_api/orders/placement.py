@@ -25,9 +25,8 @@ This module decides; its statements are ``repository``'s. On PostgreSQL a batch 
 wire eight times whatever its size (``BEGIN``, claim, read, savepoint, write, lock, store,
 ``COMMIT``): round trips are what an order costs with the database a millisecond away.
 
-A hot product is locked for steps 3 and 4 only (two round trips and the commit). The lock order
-is the same everywhere: new keys, products (in id order), then existing key rows (as a cancel
-locks its products, then its own key): two transactions never wait on each other in a cycle.
+A hot product is locked for steps 3 and 4 only (two round trips and the commit). Locks are taken
+in one order everywhere (new keys, products by id, existing key rows; a cancel: products, key).
 
 Every order, its stock change, event, deliveries, audit row and stored response are in one
 transaction, and no caller is answered before its commit returned: a failed commit answers every
