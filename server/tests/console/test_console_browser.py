@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from tests.http.test_docs_browser import (
     chromium_or_skip,
     chromium_page,
 )
-from tests.server_process import running_server
+from tests.server_process import RunningServer, running_server
 from tests.webhook_receiver import running_receiver
 
 pytestmark = pytest.mark.slow
@@ -104,20 +105,33 @@ def _text(page: Page) -> str:
     return text
 
 
-def test_console_signs_in_fulfils_redelivers_and_revokes(tmp_path: Path) -> None:
-    binary = chromium_or_skip()
+def screenshots_dir(tmp_path: Path) -> Path:
+    """Where a test's screenshots go: ``COMMERCE_CONSOLE_SCREENSHOTS``, else its temporary one."""
     shots = Path(os.environ.get("COMMERCE_CONSOLE_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
+    return shots
 
+
+@contextmanager
+def demo_console(tmp_path: Path) -> Iterator[tuple[RunningServer, httpx.Client, str, str]]:
+    """A ``serve --demo`` on a SQLite file in ``tmp_path``, an HTTP client on it, the client key
+    it printed and a new admin key (to sign in to the console with)."""
     database_url = f"sqlite:///{tmp_path / 'commerce.db'}"
     with (
-        running_receiver() as receiver,
         running_server(database_url, tmp_path, args=["--demo"], expect_key=True) as server,
         httpx.Client(base_url=server.base_url, timeout=10.0) as api,
     ):
         assert server.key is not None
-        client_key = server.key
-        admin_key = cli_admin_key(database_url, tmp_path)
+        yield server, api, server.key, cli_admin_key(database_url, tmp_path)
+
+
+def test_console_signs_in_fulfils_redelivers_and_revokes(tmp_path: Path) -> None:
+    binary = chromium_or_skip()
+    shots = screenshots_dir(tmp_path)
+    with (
+        running_receiver() as receiver,
+        demo_console(tmp_path) as (server, api, client_key, admin_key),
+    ):
         endpoint = api.post(
             "/v1/webhook_endpoints",
             json={"url": receiver.url("/hook"), "description": "Shop backend"},

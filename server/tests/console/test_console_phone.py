@@ -10,10 +10,8 @@ by ``COMMERCE_CONSOLE_SCREENSHOTS``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.console.test_console_browser import (
@@ -24,11 +22,12 @@ from tests.console.test_console_browser import (
     _submit,
     _text,
     _until,
+    demo_console,
+    screenshots_dir,
 )
-from tests.factories import ADDRESS, cli_admin_key
+from tests.factories import ADDRESS
 from tests.helpers import bearer
 from tests.http.test_docs_browser import Page, _is_loopback, chromium_or_skip, chromium_page
-from tests.server_process import running_server
 
 pytestmark = pytest.mark.slow
 
@@ -85,17 +84,8 @@ def _assert_ids_cut(page: Page, expected: set[str]) -> None:
 
 def test_every_console_page_fits_a_phone_and_stacks_its_tables(tmp_path: Path) -> None:
     binary = chromium_or_skip()
-    shots = Path(os.environ.get("COMMERCE_CONSOLE_SCREENSHOTS") or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
-
-    database_url = f"sqlite:///{tmp_path / 'commerce.db'}"
-    with (
-        running_server(database_url, tmp_path, args=["--demo"], expect_key=True) as server,
-        httpx.Client(base_url=server.base_url, timeout=10.0) as api,
-    ):
-        assert server.key is not None
-        client_key = server.key
-        admin_key = cli_admin_key(database_url, tmp_path)
+    shots = screenshots_dir(tmp_path)
+    with demo_console(tmp_path) as (server, api, client_key, admin_key):
         product_id = api.get("/v1/products", headers=bearer(client_key)).json()["data"][0]["id"]
         order_ids = []
         for customer in ("cus_phone_1", "cus_with_a_rather_long_customer_identifier_0042"):

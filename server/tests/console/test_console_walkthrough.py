@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import os
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,26 +28,11 @@ import pytest
 from sqlalchemy import select, update
 
 from commerce_api.storage.tables import api_keys, orders
-from tests.console.test_console_browser import (
-    PHONE,
-    _accept_dialogs,
-    _fill,
-    _open,
-    _submit,
-    _text,
-    _until,
-)
+from tests.console import test_console_browser as console
 from tests.console.test_console_phone import _assert_fits
-from tests.factories import cli_admin_key, opened, order_body, timestamp
+from tests.factories import opened, order_body, timestamp
 from tests.helpers import bearer
-from tests.http.test_docs_browser import (
-    STEP_SECONDS,
-    Page,
-    _is_loopback,
-    chromium_or_skip,
-    chromium_page,
-)
-from tests.server_process import running_server
+from tests.http import test_docs_browser as cdp
 from tests.webhook_receiver import running_receiver
 
 pytestmark = pytest.mark.slow
@@ -98,12 +82,12 @@ def _place(api: httpx.Client, key: str, product_id: str, customer: str) -> dict[
     return order
 
 
-def _screenshots(page: Page, base_url: str, shots: Path, paths: dict[str, str]) -> None:
+def _screenshots(page: cdp.Page, base_url: str, shots: Path, paths: dict[str, str]) -> None:
     """Each page at desktop width, then at phone width (where nothing scrolls sideways)."""
-    for metrics, suffix in ((DESKTOP, ""), (PHONE, "-phone")):
+    for metrics, suffix in ((DESKTOP, ""), (console.PHONE, "-phone")):
         page.call("Emulation.setDeviceMetricsOverride", metrics)
         for name in SHOT_PAGES:
-            _open(page, f"{base_url}{paths[name]}")
+            console._open(page, f"{base_url}{paths[name]}")
             if suffix:
                 _assert_fits(page, name)
             page.screenshot(shots / f"{name}{suffix}.png")
@@ -111,19 +95,13 @@ def _screenshots(page: Page, base_url: str, shots: Path, paths: dict[str, str]) 
 
 
 def test_operator_walkthrough(tmp_path: Path) -> None:
-    binary = chromium_or_skip()
-    shots = Path(os.environ.get("COMMERCE_CONSOLE_SCREENSHOTS") or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
-
-    database_url = f"sqlite:///{tmp_path / 'commerce.db'}"
+    binary = cdp.chromium_or_skip()
+    shots = console.screenshots_dir(tmp_path)
+    database_url = f"sqlite:///{tmp_path / 'commerce.db'}"  # demo_console's
     with (
         running_receiver() as receiver,
-        running_server(database_url, tmp_path, args=["--demo"], expect_key=True) as server,
-        httpx.Client(base_url=server.base_url, timeout=10.0) as api,
+        console.demo_console(tmp_path) as (server, api, client_key, admin_key),
     ):
-        assert server.key is not None
-        client_key = server.key
-        admin_key = cli_admin_key(database_url, tmp_path)
         base = server.base_url
         product_id = api.get("/v1/products", headers=bearer(client_key)).json()["data"][0]["id"]
 
@@ -139,15 +117,15 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
         )
         todays_a = [o["id"] for o in new[:3]]
 
-        with chromium_page(binary, tmp_path) as page:
-            dialogs = _accept_dialogs(page)
+        with cdp.chromium_page(binary, tmp_path) as page:
+            dialogs = console._accept_dialogs(page)
             page.call("Emulation.setDeviceMetricsOverride", DESKTOP)
-            _open(page, f"{base}/dashboard")
-            _until(page, "location.pathname === '/dashboard/sign-in'", "the sign-in page")
+            console._open(page, f"{base}/dashboard")
+            console._until(page, "location.pathname === '/dashboard/sign-in'", "the sign-in page")
             page.evaluate("document.querySelector('input[type=password]').focus()")
             page.call("Input.insertText", {"text": admin_key})
-            _submit(page, "form[action='/dashboard/sign-in']")
-            _until(page, "location.pathname === '/dashboard'", "the overview")
+            console._submit(page, "form[action='/dashboard/sign-in']")
+            console._until(page, "location.pathname === '/dashboard'", "the overview")
 
             # (1) The overview: a bar for each day, its <title> giving its number.
             titles = page.evaluate(_BAR_TITLES)
@@ -158,17 +136,17 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             assert page.evaluate("document.querySelectorAll('svg.chart').length") == 4
 
             # (2) The orders list, narrowed by a customer search, then by a day.
-            _open(page, f"{base}/dashboard/orders")
+            console._open(page, f"{base}/dashboard/orders")
             assert len(page.evaluate(_LISTED)) == 7
-            _fill(page, {"q": "cus_walk_a"})
-            _submit(page, "form.filters")
+            console._fill(page, {"q": "cus_walk_a"})
+            console._submit(page, "form.filters")
             listed = page.evaluate(_LISTED)
             assert sorted(listed) == sorted([o["id"] for o in old[:2]] + todays_a), listed
             page.evaluate(
                 f"document.getElementById('created_from').value = '{today:%Y-%m-%d}';"
                 f"document.getElementById('created_to').value = '{today:%Y-%m-%d}'"
             )
-            _submit(page, "form.filters")
+            console._submit(page, "form.filters")
             listed = page.evaluate(_LISTED)
             assert sorted(listed) == sorted(todays_a), listed
             assert page.evaluate("document.getElementById('q').value") == "cus_walk_a"
@@ -186,34 +164,36 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             # (4) One of today's orders canceled on its page, then all three fulfilled in bulk:
             # a confirmation page, then two done and the canceled one refused.
             canceled = todays_a[2]
-            _open(page, f"{base}/dashboard/orders/{canceled}")
-            _submit(page, f"form[action='/dashboard/orders/{canceled}/cancel']")
-            _until(
+            console._open(page, f"{base}/dashboard/orders/{canceled}")
+            console._submit(page, f"form[action='/dashboard/orders/{canceled}/cancel']")
+            console._until(
                 page,
                 "document.getElementById('order-status')?.textContent === 'canceled'",
                 "the order to read canceled",
             )
             assert any("Cancel order" in text for text in dialogs), dialogs
-            _open(page, filtered_url)
+            console._open(page, filtered_url)
             for order_id in todays_a:
                 page.click(
                     f"document.querySelector('input[type=checkbox][value=\"{order_id}\"]')",
                     order_id,
                 )
-            _submit(page, "form[action='/dashboard/orders/bulk']")
-            _until(
+            console._submit(page, "form[action='/dashboard/orders/bulk']")
+            console._until(
                 page,
                 "document.querySelector('h1')?.textContent === 'Fulfil 3 orders?'",
                 "the confirmation",
             )
-            confirming = _text(page)
+            confirming = console._text(page)
             assert all(order_id in confirming for order_id in todays_a), confirming
             assert (
                 api.get(f"/v1/orders/{todays_a[0]}", headers=bearer(client_key)).json()["status"]
                 == "pending"
             )  # the confirmation changed nothing
-            _submit(page, "form[action='/dashboard/orders/bulk/run']")
-            _until(page, "document.querySelector('h1')?.textContent.includes('done')", "the result")
+            console._submit(page, "form[action='/dashboard/orders/bulk/run']")
+            console._until(
+                page, "document.querySelector('h1')?.textContent.includes('done')", "the result"
+            )
             assert page.evaluate("document.querySelector('h1').textContent") == (
                 "Fulfil orders: 2 done, 1 refused"
             )
@@ -222,21 +202,25 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             assert [outcomes[o].strip() for o in todays_a[:2]] == ["fulfilled"] * 2, outcomes
 
             # (5) An endpoint on the real receiver, its secret shown once; a test event it gets.
-            _open(page, f"{base}/dashboard/webhooks")
-            _fill(page, {"endpoint-url": receiver.url("/walk"), "endpoint-description": "Walk"})
-            _submit(page, "form[action$='/endpoints']")
-            secret = _until(
+            console._open(page, f"{base}/dashboard/webhooks")
+            console._fill(
+                page, {"endpoint-url": receiver.url("/walk"), "endpoint-description": "Walk"}
+            )
+            console._submit(page, "form[action$='/endpoints']")
+            secret = console._until(
                 page, "document.getElementById('new-endpoint-secret')?.value", "the secret"
             )
             assert secret.startswith("whsec_"), secret
             endpoint_id = page.evaluate("document.querySelector('#new-endpoint code').textContent")
-            _open(page, f"{base}/dashboard/webhooks")
+            console._open(page, f"{base}/dashboard/webhooks")
             assert not page.evaluate("!!document.getElementById('new-endpoint-secret')")
             assert secret not in page.evaluate("document.documentElement.outerHTML")
-            _submit(page, f"form[action$='/endpoints/{endpoint_id}/test']")
-            _until(page, "location.pathname.startsWith('/dashboard/events/')", "the event's page")
-            assert "webhook.test" in _text(page), _text(page)
-            deadline = time.monotonic() + STEP_SECONDS
+            console._submit(page, f"form[action$='/endpoints/{endpoint_id}/test']")
+            console._until(
+                page, "location.pathname.startsWith('/dashboard/events/')", "the event's page"
+            )
+            assert "webhook.test" in console._text(page), console._text(page)
+            deadline = time.monotonic() + cdp.STEP_SECONDS
             while not [r for r in receiver.requests("/walk") if b"webhook.test" in r.body]:
                 assert time.monotonic() < deadline, "no webhook.test reached the receiver"
                 page.pump(0.1)
@@ -244,7 +228,7 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             assert test_delivery.verify(secret)["type"] == "webhook.test"
 
             # (6) The Audit page: each of those changes, by the session's key.
-            _open(page, f"{base}/dashboard/audit?actor_id={admin_key_id}")
+            console._open(page, f"{base}/dashboard/audit?actor_id={admin_key_id}")
             audited = page.evaluate(_AUDIT_ROWS)
             actions = sorted(row["action"] for row in audited)
             assert actions == ["endpoint.create", "order.cancel", "order.fulfill", "order.fulfill"]
@@ -252,7 +236,7 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             targets = {row["action"]: row["target"] for row in audited}
             assert canceled in targets["order.cancel"], targets
             assert endpoint_id in targets["endpoint.create"], targets
-            _open(page, f"{base}/dashboard/audit")
+            console._open(page, f"{base}/dashboard/audit")
             every = page.evaluate(_AUDIT_ROWS)
             assert [row for row in every if row["actor"] == f"key {admin_key_id}"] == audited
             assert {row["action"] for row in every} >= {"order.create", "key.create"}
@@ -265,5 +249,5 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             }
             _screenshots(page, base, shots, paths)
 
-            assert not [url for url in page.requested if not _is_loopback(url)]
+            assert not [url for url in page.requested if not cdp._is_loopback(url)]
             assert not page.exceptions, page.exceptions
