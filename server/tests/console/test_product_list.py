@@ -142,7 +142,7 @@ async def test_bulk_archive_confirms_then_archives_each_and_shows_a_refusal(
     )
     assert result.status_code == 200
     assert "2 done, 1 refused" in result.text
-    row = result.text[result.text.index(f"<code>{ids[2]}</code>") :]
+    row = result.text[result.text.index(f">{ids[2]}</code>") :]
     assert ">refused</span>" in row[: row.index("</tr>")]
     assert "not_found" in row[: row.index("</tr>")]
     for product_id in ids[:2]:
