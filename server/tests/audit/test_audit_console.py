@@ -61,16 +61,16 @@ async def test_the_audit_page_lists_and_filters(
     assert page.status_code == 200
     assert 'aria-current="page"' in page.text
     assert "/dashboard/audit" in page.text
-    assert "<code>product.create</code>" in page.text
-    assert "<code>order.create</code>" in page.text
+    assert '<code class="action">product.create</code>' in page.text
+    assert '<code class="action">order.create</code>' in page.text
     assert admin.id in page.text
     assert customer.id in page.text
     only = await console.get("/dashboard/audit", params={"action": "order.create"})
     assert order["id"] in only.text
     assert f"product <code>{product['id']}</code>" not in only.text
     by_target = await console.get("/dashboard/audit", params={"target_id": product["id"]})
-    assert "<code>product.create</code>" in by_target.text
-    assert "<code>order.create</code>" not in by_target.text
+    assert '<code class="action">product.create</code>' in by_target.text
+    assert '<code class="action">order.create</code>' not in by_target.text
     by_day = await console.get(
         "/dashboard/audit", params={"from": "2000-01-01", "to": "2000-01-02"}
     )
