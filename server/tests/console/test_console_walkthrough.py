@@ -231,11 +231,15 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             console._open(page, f"{base}/dashboard/audit?actor_id={admin_key_id}")
             audited = page.evaluate(_AUDIT_ROWS)
             actions = sorted(row["action"] for row in audited)
-            assert actions == ["endpoint.create", "order.cancel", "order.fulfill", "order.fulfill"]
+            assert actions == [
+                *("endpoint.create", "endpoint.test"),
+                *("order.cancel", "order.fulfill", "order.fulfill"),
+            ]
             assert all(row["actor"] == f"key {admin_key_id}" for row in audited), audited
             targets = {row["action"]: row["target"] for row in audited}
             assert canceled in targets["order.cancel"], targets
             assert endpoint_id in targets["endpoint.create"], targets
+            assert endpoint_id in targets["endpoint.test"], targets
             console._open(page, f"{base}/dashboard/audit")
             every = page.evaluate(_AUDIT_ROWS)
             assert [row for row in every if row["actor"] == f"key {admin_key_id}"] == audited

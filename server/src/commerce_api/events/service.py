@@ -233,6 +233,9 @@ async def send_test_event(
     await insert_rows(
         conn, webhook_deliveries, [webhooks.new_delivery(row["id"], endpoint_id, now)]
     )
+    changes = {"event": [None, row["id"]]}
+    actor = audit.actor_of(principal)
+    await audit.record(conn, actor, "endpoint.test", ("endpoint", endpoint_id), changes)
     return await _with_deliveries(conn, await _load_event(conn, principal, row["id"]))
 
 
