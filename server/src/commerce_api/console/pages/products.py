@@ -220,18 +220,27 @@ async def update_product(
     form = await request.form()
     fields, errors = _product_fields(form)
     if not errors:
-        try:
-            data = ProductUpdate.model_validate(fields)
-            async with services.db.write() as conn:
-                await catalog.update_product(conn, session.principal, product_id, data)
-        except ValidationError as exc:
-            errors = _validation_messages(exc)
-        except APIError as exc:
-            errors = [exc.message]
+        errors = await _update(services, session, product_id, fields)
     if errors:
         extra = {"values": form, "errors": errors}
         return await _product_page(request, services, product_id, extra, 400)
     return redirect(f"{PREFIX}/products/{product_id}", "product-saved")
+
+
+async def _update(
+    services: ServicesDep, session: SessionDep, product_id: str, fields: dict[str, Any]
+) -> list[str]:
+    """The API's product update of ``fields`` by the session's key; what went wrong, if
+    anything, as the page's error messages."""
+    try:
+        data = ProductUpdate.model_validate(fields)
+        async with services.db.write() as conn:
+            await catalog.update_product(conn, session.principal, product_id, data)
+    except ValidationError as exc:
+        return _validation_messages(exc)
+    except APIError as exc:
+        return [exc.message]
+    return []
 
 
 async def archive_product(
@@ -257,14 +266,7 @@ async def set_stock(
     if not (text.isascii() and text.isdigit() and len(text) <= len(str(MAX_INVENTORY))):
         errors = [f"Stock must be a whole number of units, from 0 to {MAX_INVENTORY}."]
     else:
-        try:
-            data = ProductUpdate.model_validate({"inventory_count": int(text)})
-            async with services.db.write() as conn:
-                await catalog.update_product(conn, session.principal, product_id, data)
-        except ValidationError as exc:
-            errors = _validation_messages(exc)
-        except APIError as exc:
-            errors = [exc.message]
+        errors = await _update(services, session, product_id, {"inventory_count": int(text)})
     if errors:
         extra = {"errors": errors, "stock_value": text}
         return await _product_page(request, services, product_id, extra, 400)
