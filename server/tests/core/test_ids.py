@@ -1,12 +1,21 @@
-"""Identifiers: prefixed, random, URL-safe."""
+"""Identifiers: prefixed, URL-safe, the creation time then a random part."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
-from commerce_api.core.ids import ID_RANDOM_LENGTH, PREFIXES, looks_like, new_id, random_token
+from commerce_api.core.ids import (
+    ID_RANDOM_LENGTH,
+    ID_TIME_LENGTH,
+    PREFIXES,
+    time_digits,
+    looks_like,
+    new_id,
+    random_token,
+)
 
 CONTRACT_PREFIXES = ["prod", "ord", "acct", "key", "we", "evt"]
 
@@ -69,3 +78,22 @@ def test_looks_like(prefix: str, value: str, expected: bool) -> None:
 
 def test_looks_like_refuses_a_trailing_newline() -> None:
     assert looks_like("prod", "prod_abc\n") is False
+
+
+def test_ids_begin_with_their_creation_time_so_ids_of_one_moment_are_neighbours() -> None:
+    # Index locality (core/ids.py): later ids compare greater, bytewise, as the database's
+    # B-trees order them; the rest is random.
+    earlier = new_id("ord")
+    time.sleep(0.002)
+    later = [new_id("ord") for _ in range(3)]
+    assert all(earlier.encode() < value.encode() for value in later)
+    assert len({value[4 : 4 + ID_TIME_LENGTH] for value in later}) <= 2  # one or two ms
+    assert len({value[4 + ID_TIME_LENGTH :] for value in later}) == 3
+
+
+def test_thetime_digits_counts_milliseconds_in_ascii_ordered_base62() -> None:
+    assert time_digits(0) == "0" * ID_TIME_LENGTH
+    assert time_digits(61) == "0" * (ID_TIME_LENGTH - 1) + "z"
+    assert time_digits(62) == "0" * (ID_TIME_LENGTH - 2) + "10"
+    stamps = [0, 9, 10, 35, 36, 61, 62, 1_764_000_000_000, 62**ID_TIME_LENGTH - 1]
+    assert [time_digits(ms) for ms in stamps] == sorted(time_digits(ms) for ms in stamps)
