@@ -15,7 +15,11 @@ A write that changes a product's stock without changing the catalogue calls :fun
   (``Database.on_commit``), before the writer answers: read-your-writes within a process. Other
   processes learn of it when the notification arrives (about a millisecond on one host; the
   bound we promise and test is 100 ms). While the listening connection is down, nothing is
-  cached: every request reads the stamps, as if there were no notifications.
+  cached: every request reads the stamps, as if there were no notifications. A connection cut
+  off silently (packets dropped, nothing closed) counts as down once its heartbeat
+  (``storage.heartbeat``: a notification to itself every 0.5 s) has not come back within 1 s,
+  so cached keys and stock stop being served within 2 s of a cut (the reads then meet the
+  database's deadlines, ``storage.deadlines``, when the cut is the whole host's).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.core.coalescing import Rounds
 from commerce_api.storage.db import CHANGED, Database, Executor
 from commerce_api.storage.deadlines import is_database_timeout, is_database_unavailable
+from commerce_api.storage.heartbeat import Heartbeat
 from commerce_api.storage.instance import set_value
 
 logger = logging.getLogger("commerce_api.readpath")
@@ -216,7 +221,9 @@ class PostgresTracker:
     answer read after its request arrived). A read that a change overtook is used but not kept.
     While the listening connection is down (``listening`` is False), the stamps are read for
     every request and ``data_version`` is None, so no cache trusts them; the connection is
-    made again in the background, and everything read before is forgotten.
+    made again in the background, and everything read before is forgotten. Down means closed,
+    or silent: its :class:`~commerce_api.storage.heartbeat.Heartbeat` did not come back (the
+    connection is then terminated and another made).
     """
 
     def __init__(self, pool: asyncpg.Pool, dsn: str | None, db: Database) -> None:
@@ -228,6 +235,7 @@ class PostgresTracker:
         self._versions: Versions | None = None
         self._changes = 0
         self._listener: asyncpg.Connection | None = None
+        self._heartbeat: Heartbeat | None = None
         self._reconnect: asyncio.Task[None] | None = None
         self._closed = False
         self._stop_hearing_commits: Callable[[], None] = lambda: None
@@ -257,8 +265,13 @@ class PostgresTracker:
         assert self._dsn is not None  # open() never listens without one
         connection = await asyncpg.connect(self._dsn, **self._options)
         connection.add_termination_listener(self._lost)
-        await connection.add_listener(CHANNEL, self._notified)
-        self._listener = connection
+        try:
+            await connection.add_listener(CHANNEL, self._notified)
+            heartbeat = await Heartbeat.start(connection, lambda: self._silent(connection))
+        except BaseException:
+            connection.terminate()
+            raise
+        self._listener, self._heartbeat = connection, heartbeat
         # Listening from here on: whatever was read before may have missed a change.
         self.changed({AUTH, CATALOG})
         self.listening = True
@@ -274,10 +287,21 @@ class PostgresTracker:
         elif self._versions is not None:
             self._versions = replace(self._versions, data_version=self._changes)
 
-    def _lost(self, _connection: Any) -> None:
+    def _silent(self, connection: asyncpg.Connection) -> None:
+        """The heartbeat did not come back: down at once, as if the connection were lost, and
+        the connection dropped (its termination, told later, is then nobody's)."""
+        self._lost(connection)
+        connection.terminate()
+
+    def _lost(self, connection: Any) -> None:
+        if connection is not self._listener:
+            return  # one dropped before (silent), or a connection that never listened
         self.listening = False
         self._versions = None
         self._listener = None
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         if not self._closed:
             logger.warning("lost the connection that listens for changes; reconnecting")
             self._start_reconnect()
@@ -333,6 +357,8 @@ class PostgresTracker:
         self._stop_hearing_commits()
         if self._reconnect is not None:
             self._reconnect.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         if self._listener is not None:
             try:
                 await self._listener.close()
