@@ -26,6 +26,7 @@ from commerce_api.ratelimit.stores import (
 )
 from commerce_api.settings import Settings
 from tests.conftest import make_settings
+from tests.round_trips import counting_relay
 
 HOUR = 3600
 # Some time in the middle of an hour-long window (not on a boundary), with a fraction.
@@ -401,6 +402,37 @@ async def test_requests_waiting_on_a_frozen_redis_all_fail_within_one_timeout() 
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_redis_cut_off_silently_mid_use_costs_one_timeout_then_counts_here(
+    redis_prefix: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis's link cut silently after it served (packets dropped, nothing closed): the request
+    waiting on it is decided (in this process) within one socket timeout, the next ones at
+    once, and Redis counts again once the link is back (issue 32 item 3)."""
+    monkeypatch.setattr(limiter_module, "STORE_RETRY_SECONDS", 0.5)
+    url, prefix = redis_prefix
+    async with counting_relay(url) as relay:
+        store = RedisStore(relay.url_for(url), prefix)
+        limiter = RateLimiter(limiter_settings(), store, clock=FakeClock())
+        try:
+            assert (await limiter.check("acct_a", "development")).remaining == 2
+            await relay.cut(silent=True)
+            for attempt in range(3):
+                started = time.monotonic()
+                decision = await limiter.check("acct_a", "development")
+                elapsed = time.monotonic() - started
+                assert decision.allowed
+                bound = 2 * REDIS_TIMEOUT_SECONDS if attempt == 0 else 0.1
+                assert elapsed < bound, (attempt, elapsed)
+            assert limiter.store_errors == 3
+            relay.heal()
+            await asyncio.sleep(0.5)  # past the limiter's pause
+            errors = limiter.store_errors
+            await limiter.check("acct_a", "development")
+            assert limiter.store_errors == errors  # counted in Redis again
+        finally:
+            await store.close()
 
 
 async def test_a_steady_stream_of_requests_never_waits_for_redis(
