@@ -35,6 +35,7 @@ import secrets
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +46,8 @@ from pathlib import Path
 from types import FrameType
 
 import httpx
+from cluster_faults import FAULTS, Faults
+from cluster_faults import report as fault_report
 from cluster_hosts import API_PORT, PG_PORT, REDIS_PORT, Hosts, sh
 from run import BIN, RESULTS, ROOT, Run, order_body, order_script, prepare, wrk
 
@@ -90,12 +93,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2, help="runs per scenario and RTT")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections per host")
     parser.add_argument("--smoke", action="store_true", help="RTT 0 and 0.5 ms, 1 s each")
+    parser.add_argument(
+        "--faults",
+        default="a,b,c,d,e",
+        help="faults to run after the measurements, at the last RTT (bench/cluster_faults.py): "
+        "a (an API host cut off), b (PostgreSQL restarted), c (Redis cut off), d (the worker "
+        "killed), e (a key revoked, stock changed during a cut); 'none': no faults",
+    )
+    parser.add_argument(
+        "--faults-only", action="store_true", help="no measurements: only the faults"
+    )
     parser.add_argument("--prefix", default=f"cl{os.getpid()}", help="names of what it makes")
     parser.add_argument("--output", type=Path, default=RESULTS / "cluster.md")
     args = parser.parse_args()
     if args.smoke:
         args.rtts, args.duration, args.rounds = "0,0.5", 1, 1
     args.rtt_list = [float(rtt) for rtt in args.rtts.split(",")]
+    args.fault_list = [] if args.faults == "none" else args.faults.split(",")
+    if any(fault not in FAULTS for fault in args.fault_list):
+        parser.error(f"--faults: a comma-separated list of {', '.join(FAULTS)}, or none")
     if len(args.prefix) > 9:
         parser.error("--prefix: at most 9 characters (interface names)")
     return args
@@ -114,6 +130,7 @@ class Bench:
         self.key = ""
         self.hot = ""
         self.ids: list[str] = []
+        self.apps: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> None:
         hosts = self.hosts
@@ -121,23 +138,37 @@ class Bench:
         # Migrates (bench/run.py's prepare: the project's migrations), loads 1,000 products.
         self.key, self.hot = asyncio.run(prepare(admin_url, 1000))
         self.ids = [row[0] for row in hosts.sql("SELECT id FROM products ORDER BY id")]
-        base = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
-        base["COMMERCE_RATE_LIMIT_ENABLED"] = "false"
+        self.start_apps({})
+
+    def start_apps(self, extra: dict[str, str]) -> None:
+        """(Re)start the API hosts' and the worker's processes with ``extra`` in their
+        environment; wait until the API hosts answer."""
+        for proc in self.apps.values():
+            self.hosts.stop(proc)
         for host in ("api1", "api2", "worker"):
-            db = hosts.db_address(host)
-            env = {
-                **base,
-                "COMMERCE_DATABASE_URL": f"postgresql://postgres@{db}:{PG_PORT}/postgres",
-                "COMMERCE_REDIS_URL": f"redis://{db}:{REDIS_PORT}/0",
-            }
-            if host == "worker":
-                hosts.spawn(host, [str(BIN / "commerce-api"), "worker"], f"{host}.log", env)
-                continue
-            command = [str(BIN / "commerce-api"), "serve", "--no-dispatcher"]
-            command += ["--host", hosts.root_link(host), "--port", str(API_PORT)]
-            hosts.spawn(host, command, f"{host}.log", env)
+            self.apps[host] = self.spawn_app(host, extra)
         for host in ("api1", "api2"):
-            hosts.wait_healthy(f"{self.base_url(host)}/healthz")
+            self.hosts.wait_healthy(f"{self.base_url(host)}/healthz")
+
+    def app_env(self, host: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a process of the service on ``host``."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
+        db = self.hosts.db_address(host)
+        return {
+            **base,
+            "COMMERCE_RATE_LIMIT_ENABLED": "false",
+            "COMMERCE_DATABASE_URL": f"postgresql://postgres@{db}:{PG_PORT}/postgres",
+            "COMMERCE_REDIS_URL": f"redis://{db}:{REDIS_PORT}/0",
+            **(extra or {}),
+        }
+
+    def spawn_app(self, host: str, extra: dict[str, str]) -> subprocess.Popen[bytes]:
+        """``serve --no-dispatcher`` on an API host, ``worker`` on the worker host."""
+        command = [str(BIN / "commerce-api"), "worker"]
+        if host != "worker":
+            command = [str(BIN / "commerce-api"), "serve", "--no-dispatcher"]
+            command += ["--host", self.hosts.root_link(host), "--port", str(API_PORT)]
+        return self.hosts.spawn(host, command, f"{host}.log", self.app_env(host, extra))
 
     def base_url(self, host: str) -> str:
         return f"http://{self.hosts.root_link(host)}:{API_PORT}"
@@ -345,12 +376,25 @@ def main() -> int:
         hosts.make()
         bench = Bench(hosts, args)
         bench.start()
-        bench.load(READS["list"], seconds=1)  # warm-up
-        rows = bench.measure(args.rtt_list, work)
-        checks = bench.check()
-        failures = bench.failures + checks[1:]
-        text = report(rows, checks, failures, args)
-        print(text)
+        text, failures = "", []
+        if not args.faults_only:
+            bench.load(READS["list"], seconds=1)  # warm-up
+            rows = bench.measure(args.rtt_list, work)
+            checks = bench.check()
+            failures = bench.failures + checks[1:]
+            text = report(rows, checks, failures, args)
+            print(text, flush=True)
+        if args.fault_list:
+            hosts.tell(f"delay {args.rtt_list[-1] / 2000}")
+            faults = Faults(bench)
+            faults.start()
+            outcomes = []
+            for fault in args.fault_list:
+                outcomes.append(faults.run(fault))
+                print(f"cluster: fault ({fault}) done", flush=True)
+            failures += [f"fault ({o.fault}): {f}" for o in outcomes for f in o.failures]
+            text += fault_report(outcomes, args.rtt_list[-1])
+            print(fault_report(outcomes, args.rtt_list[-1]))
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text)
         return 1 if failures else 0

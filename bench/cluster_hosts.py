@@ -160,7 +160,8 @@ class Hosts:
 
     def spawn(
         self, host: str, command: list[str], log: str, env: dict[str, str] | None = None
-    ) -> None:
+    ) -> subprocess.Popen[bytes]:
+        """Start ``command`` on ``host`` (its own process group; stopped by :meth:`close`)."""
         with (self.work / log).open("ab") as out:
             proc = subprocess.Popen(  # noqa: S603
                 self.exec(host, command),
@@ -170,6 +171,20 @@ class Hosts:
                 start_new_session=True,
             )
         self.processes.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+        """Signal ``proc``'s process group (SIGKILL: a crash) and reap it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+        if proc in self.processes:
+            self.processes.remove(proc)
 
     def wait_healthy(self, url: str, seconds: float = 90) -> None:
         deadline = time.monotonic() + seconds

@@ -12,7 +12,10 @@ It also counts, per link, the database round trips: on each TCP flow to or from 
 times the direction of the packets that carry payload switches to app -> database.
 
 Commands on stdin, one a line: ``delay <seconds one-way>``; ``stats`` (prints a JSON line:
-``turns`` and ``packets`` per link); ``reset`` (zeroes the counters). It exits at EOF.
+``turns`` and ``packets`` per link); ``reset`` (zeroes the counters); ``cut <link> <port>`` and
+``heal <link> <port>``: drop, silently and both ways, every packet of the link (port ``0``) or
+those of TCP flows to or from ``port`` (a partition: nothing is closed, nothing answers), and
+stop dropping them. It exits at EOF.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class Line:
         self.delayed = 0
         # Per (link, the app side's port): whether the last payload went app -> database.
         self.last_from_app: dict[tuple[int, int], bool] = {}
+        self.cuts: set[tuple[int, int]] = set()  # (link, port): dropped; port 0: all
 
     def count(self, fd: int, packet: bytes) -> None:
         link = self.link[fd]
@@ -90,6 +94,12 @@ class Line:
             late_ms = self.late / self.delayed * 1000 if self.delayed else 0.0
             stats = {"turns": self.turns, "packets": self.packets, "late_ms": late_ms}
             print(json.dumps(stats), flush=True)
+        elif words[0] in ("cut", "heal"):
+            cut = (int(words[1]), int(words[2]))
+            if words[0] == "cut":
+                self.cuts.add(cut)
+            else:
+                self.cuts.discard(cut)
         elif words[0] == "reset":
             self.turns = [0] * len(self.turns)
             self.packets = [0] * len(self.packets)
@@ -138,11 +148,24 @@ class Line:
             except OSError:
                 return False
             self.count(fd, packet)
+            if self.cuts and self.dropped(fd, packet):
+                continue
             if self.delay <= 0 and not self.queue[out]:
                 self.write(out, packet)
             else:
                 self.queue[out].append((time.monotonic() + self.delay, packet))
         return True
+
+    def dropped(self, fd: int, packet: bytes) -> bool:
+        """Whether a cut drops ``packet`` (read from ``fd``)."""
+        link = self.link[fd]
+        if (link, 0) in self.cuts:
+            return True
+        if len(packet) < 24 or packet[0] >> 4 != 4 or packet[9] != 6:
+            return False
+        ihl = (packet[0] & 15) * 4
+        source, destination = struct.unpack_from("!HH", packet, ihl)
+        return (link, source) in self.cuts or (link, destination) in self.cuts
 
     @staticmethod
     def write(fd: int, packet: bytes) -> None:

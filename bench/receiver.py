@@ -4,7 +4,10 @@ POST (``time.monotonic()``, the same clock as the bench's, so a drain that runs 
 mid-round is timed to its last delivery). Any other GET is ``200`` too: the health probe. Raw
 asyncio, not an ASGI server: it must never be what limits the dispatcher.
 
-    python bench/receiver.py PORT
+    python bench/receiver.py PORT [IDS]
+
+With ``IDS`` (a file), it appends each POST's ``webhook-id`` header (the event's id) to it, a
+line each, flushed at once (``bench/cluster_faults.py`` checks every event arrived).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 ANSWER_SECONDS = 0.001  # issue 18: "a receiver that answers in 1 ms"
 count = 0
 last_post = 0.0
+ids_file = open(sys.argv[2], "a") if len(sys.argv) > 2 else None  # noqa: SIM115
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -25,15 +29,21 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             head = await reader.readuntil(b"\r\n\r\n")
             method, path = head.split(b" ", 2)[:2]
             length = 0
+            webhook_id = b""
             for line in head.split(b"\r\n")[1:]:
                 name, _, value = line.partition(b":")
                 if name.strip().lower() == b"content-length":
                     length = int(value.strip())
+                elif name.strip().lower() == b"webhook-id":
+                    webhook_id = value.strip()
             if length:
                 await reader.readexactly(length)
             if method == b"POST":
                 await asyncio.sleep(ANSWER_SECONDS)
                 count += 1
+                if ids_file is not None:
+                    ids_file.write(webhook_id.decode() + "\n")
+                    ids_file.flush()
                 last_post = time.monotonic()
                 body = b""
             else:

@@ -1,0 +1,388 @@
+"""``make cluster``'s faults (issue 32, item 4): each run while 8 clients place orders, then
+checked in SQL on the database host. ``bench/cluster.py --faults a,b,c,d,e`` (the default).
+
+The load (:class:`Load`, ``bench/cluster_load.py``): 8 clients, each placing orders of one unit
+of one of a few products in turn through its API host (half on each), retrying every failure (a
+connection error, a timeout, a 409 of a claim in flight, a 5xx) with the SAME Idempotency-Key
+until it is answered 2xx (every third retry through the other API host), for at most
+``ACK_BOUND_SECONDS``. Each order's ``customer_id`` names its key, so SQL can count the orders
+of a key. Faults (injected 2 s into the load, which goes on 3 s after the fault healed):
+
+a. api1 cut off from the database host for ``CUT_SECONDS``, silently: the delay line drops
+   every packet of its link (nothing closed, nothing answers);
+b. ``pg_ctl restart -m fast`` of the database host's PostgreSQL;
+c. Redis cut off from both API hosts for ``CUT_SECONDS`` (the delay line drops its packets;
+   the faults' processes count rate limits in Redis);
+d. the worker SIGKILLed and another started at once;
+e. as (a), and meanwhile, through api2, the revocation of a key that api1 had served (``keys
+   revoke``) and a product's stock changed (``PATCH``): api1 must refuse the key (401, or 503
+   while it cannot read) and never show the old stock to a request sent 2 s after the cut or
+   later (or after the change, if that committed later).
+
+After each: the load stopped, the service healed, the worker drained (every event's delivery
+to the receiver ``succeeded`` and the receiver, ``bench/receiver.py`` on the worker host, saw
+it), then in SQL: every acknowledged order stored exactly once under its key, no order of an
+unacknowledged key, every product's stock its initial stock minus the units of its orders that
+are not canceled, one ``order.created`` per order, each delivered. Any failure: the row says
+FAILED with what was seen, and ``make cluster`` exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import httpx
+from cluster_hosts import API_PORT, APP_HOSTS, BENCH, PG_PORT, REDIS_PORT, pg_bin, sh
+from cluster_load import Load
+from run import BIN
+
+if TYPE_CHECKING:
+    from cluster import Bench
+
+FAULTS = {
+    "a": "api1 cut off from the database 10 s",
+    "b": "pg_ctl restart -m fast",
+    "c": "Redis cut off from the API hosts 10 s",
+    "d": "worker SIGKILLed, another started",
+    "e": "during (a): key revoked, stock changed on api2",
+}
+CUT_SECONDS = 10.0
+BEFORE_SECONDS = 2.0
+AFTER_SECONDS = 3.0
+DRAIN_SECONDS = 90.0  # a killed worker's claims lapse after 3 x the attempt timeout + 30 s
+STALE_SECONDS = 2.0  # issue 32: a cut-off host stops serving cached keys and stock within 2 s
+RECEIVER_PORT = 9099
+INITIAL_STOCK = 10_000_000  # bench/run.py's prepare
+CHANGED_STOCK = 5_000_000
+# The faults' processes: rate limits counted in Redis (limits no load reaches), receivers on
+# the worker host's loopback allowed, attempts bounded at 2 s (a killed worker's claims lapse
+# after 36 s).
+FAULT_ENV = {
+    "COMMERCE_RATE_LIMIT_ENABLED": "true",
+    "COMMERCE_RATE_LIMIT_PRODUCTION": "1000000000",
+    "COMMERCE_RATE_LIMIT_DEVELOPMENT": "1000000000",
+    "COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS": "true",
+    "COMMERCE_WEBHOOK_TIMEOUT_SECONDS": "2",
+}
+
+
+@dataclass
+class Outcome:
+    """One fault's row."""
+
+    fault: str
+    acked: int = 0
+    unacked: int = 0
+    duplicated: int = 0
+    stray: int = 0  # orders stored under a key never acknowledged (nor in flight at a bound)
+    wrong_ack: int = 0
+    wrong_stock: int = 0
+    wrong_events: int = 0
+    events: int = 0
+    delivered: int = 0
+    longest_wait_s: float = 0.0
+    recovery_s: float | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def cells(self) -> list[str]:
+        exactly = self.duplicated + self.stray + self.wrong_ack
+        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f} s"
+        return [
+            f"({self.fault}) {FAULTS[self.fault]}",
+            f"{self.acked}" + (f" ({self.unacked} never)" if self.unacked else ""),
+            "yes" if not exactly else f"NO ({exactly})",
+            "exact" if not self.wrong_stock else f"NO ({self.wrong_stock} wrong)",
+            "1 each" if not self.wrong_events else f"NO ({self.wrong_events} wrong)",
+            f"{self.delivered}/{self.events}",
+            f"{self.longest_wait_s:.1f} s / {recovery}",
+            "ok" if not self.failures else "FAILED",
+        ]
+
+
+def table(outcomes: list[Outcome]) -> str:
+    lines = [
+        "| fault | orders acked | exactly once | stock | order.created | delivered "
+        "| longest wait for an ack / recovery | ok |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(outcome.cells()) + " |" for outcome in outcomes]
+    failures = [f"- ({o.fault}) {failure}" for o in outcomes for failure in o.failures]
+    return "\n".join(lines + (["", *failures] if failures else []))
+
+
+def report(outcomes: list[Outcome], rtt_ms: float) -> str:
+    ok = all(not outcome.failures for outcome in outcomes)
+    return f"""
+## Faults
+
+Under 8 clients placing orders and retrying with the same Idempotency-Key (app <-> database
+round trip {rtt_ms:g} ms; `bench/cluster_faults.py` says what each fault does and what is
+checked). Longest wait for an ack: from an order's first try to its 2xx; recovery: from the
+fault's healing until every client had an order acknowledged.
+
+{table(outcomes)}
+
+Faults: {"all checks passed" if ok else "FAILED"}
+"""
+
+
+async def make_keys(url: str, account: str) -> tuple[str, str, str]:
+    """An operator key, and a client key of the bench's account (to be revoked): (admin
+    secret, the client key's id, its secret)."""
+    from commerce_api.accounts import service as accounts
+    from commerce_api.storage.db import Database
+
+    db = Database(url)
+    try:
+        async with db.write() as conn:
+            admin = await accounts.create_key(conn, "sandbox", account_id=None, role="admin")
+            victim = await accounts.create_key(conn, "sandbox", account_id=account)
+    finally:
+        await db.dispose()
+    return admin.secret, victim.id, victim.secret
+
+
+class Faults:
+    def __init__(self, bench: Bench) -> None:
+        self.bench = bench
+        self.hosts = bench.hosts
+        self.stock = dict.fromkeys(bench.ids, INITIAL_STOCK)  # each product's initial stock
+        self.products = bench.ids[1:5]
+        self.changed = bench.ids[-1]  # the product whose stock (e) changes, not ordered
+        self.endpoint = ""
+        self.ids_file = self.hosts.work / "receiver-ids"
+        self.admin = self.victim_id = self.victim = ""
+
+    def url(self, host: str) -> str:
+        return f"http://{self.hosts.root_link(host)}:{API_PORT}"
+
+    def start(self) -> None:
+        """The faults' processes, the receiver on the worker host, its endpoint, the keys."""
+        hosts, bench = self.hosts, self.bench
+        bench.start_apps(FAULT_ENV)
+        receiver = [sys.executable, str(BENCH / "receiver.py"), str(RECEIVER_PORT)]
+        hosts.spawn("worker", [*receiver, str(self.ids_file)], "receiver.log")
+        account = hosts.sql("SELECT account_id FROM api_keys WHERE account_id IS NOT NULL")[0][0]
+        admin_url = f"postgresql://postgres@{hosts.root_link('db')}:{PG_PORT}/postgres"
+        self.admin, self.victim_id, self.victim = asyncio.run(make_keys(admin_url, account))
+        endpoint = {"url": f"http://127.0.0.1:{RECEIVER_PORT}/hook", "events": ["order.created"]}
+        response = httpx.post(
+            f"{self.url('api2')}/v1/webhook_endpoints",
+            json=endpoint,
+            headers={"Authorization": f"Bearer {bench.key}"},
+            timeout=30,
+        )
+        response.raise_for_status()
+        self.endpoint = response.json()["id"]
+
+    def run(self, fault: str) -> Outcome:
+        outcome = Outcome(fault)
+        urls = {host: self.url(host) for host in ("api1", "api2")}
+        load = Load(urls, self.bench.key, self.products, f"cusf_{fault}{time.time_ns() % 10**8}")
+        load.start()
+        time.sleep(BEFORE_SECONDS)
+        healed = self.cut_with_changes(outcome) if fault == "e" else self.inject(fault)
+        time.sleep(AFTER_SECONDS)
+        load.stop()
+        outcome.acked, outcome.unacked = len(load.acks), len(load.unacked)
+        outcome.failures += load.failures[:5]
+        if load.unacked:
+            outcome.failures.append(
+                f"{len(load.unacked)} orders never acknowledged, e.g. {load.unacked[:3]}"
+            )
+        if load.acks:
+            outcome.longest_wait_s = max(ack.acked_at - ack.first_try for ack in load.acks)
+        outcome.recovery_s = load.recovery(healed)
+        self.check(outcome, load)
+        return outcome
+
+    def inject(self, fault: str) -> float:
+        """Make the fault, heal it; when it healed (``time.monotonic()``)."""
+        hosts = self.hosts
+        if fault == "a":
+            link = APP_HOSTS.index("api1")
+            hosts.tell(f"cut {link} 0")
+            time.sleep(CUT_SECONDS)
+            hosts.tell(f"heal {link} 0")
+        elif fault == "b":
+            as_postgres = ["runuser", "-u", "postgres", "--"]
+            pg_ctl = [*as_postgres, str(pg_bin() / "pg_ctl"), "-D", str(hosts.work / "pg")]
+            restart = [*pg_ctl, "-l", str(hosts.work / "pg.log"), "-m", "fast", "-w", "restart"]
+            sh(*hosts.exec("db", restart))
+        elif fault == "c":
+            for host in ("api1", "api2"):
+                hosts.tell(f"cut {APP_HOSTS.index(host)} {REDIS_PORT}")
+            time.sleep(CUT_SECONDS)
+            for host in ("api1", "api2"):
+                hosts.tell(f"heal {APP_HOSTS.index(host)} {REDIS_PORT}")
+        elif fault == "d":
+            hosts.stop(self.bench.apps["worker"], signal.SIGKILL)
+            self.bench.apps["worker"] = self.bench.spawn_app("worker", FAULT_ENV)
+        return time.monotonic()
+
+    def cut_with_changes(self, outcome: Outcome) -> float:
+        """(e): api1 cut off; through api2 a key api1 served is revoked and a product's stock
+        changed; api1 polled with both meanwhile."""
+        hosts, link = self.hosts, APP_HOSTS.index("api1")
+        victim = {"Authorization": f"Bearer {self.victim}"}
+        shopper = {"Authorization": f"Bearer {self.bench.key}"}
+        product = f"/v1/products/{self.changed}"
+        for headers in (victim, shopper):  # both in api1's caches before the cut
+            httpx.get(self.url("api1") + product, headers=headers, timeout=10).raise_for_status()
+        old = self.stock[self.changed]
+        seen: list[tuple[float, str, int | str, object]] = []
+        stop = threading.Event()
+
+        def poll() -> None:
+            with httpx.Client(timeout=1) as http:
+                while not stop.is_set():
+                    for who, headers in (("revoked key", victim), ("stock", shopper)):
+                        sent = time.monotonic() - cut
+                        try:
+                            response = http.get(self.url("api1") + product, headers=headers)
+                        except httpx.HTTPError as exc:
+                            seen.append((sent, who, type(exc).__name__, None))
+                            continue
+                        stock = (
+                            response.json().get("inventory_count") if response.is_success else None
+                        )
+                        seen.append((sent, who, response.status_code, stock))
+                    time.sleep(0.1)
+
+        hosts.tell(f"cut {link} 0")
+        cut = time.monotonic()
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        command = [str(BIN / "commerce-api"), "keys", "revoke", self.victim_id]
+        subprocess.run(  # noqa: S603
+            hosts.exec("api2", command),
+            env=self.bench.app_env("api2"),
+            check=True,
+            capture_output=True,
+        )
+        revoked = time.monotonic() - cut
+        httpx.patch(
+            self.url("api2") + product,
+            json={"inventory_count": CHANGED_STOCK},
+            headers={"Authorization": f"Bearer {self.admin}"},
+            timeout=30,
+        ).raise_for_status()
+        changed = time.monotonic() - cut
+        self.stock[self.changed] = CHANGED_STOCK
+        time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut)))
+        stop.set()
+        poller.join()
+        hosts.tell(f"heal {link} 0")
+        healed = time.monotonic()
+        served = [
+            s
+            for s in seen
+            if s[1] == "revoked key"
+            and s[0] >= max(STALE_SECONDS, revoked)
+            and isinstance(s[2], int)
+            and 200 <= s[2] < 300
+        ]
+        stale = [
+            s
+            for s in seen
+            if s[1] == "stock" and s[0] >= max(STALE_SECONDS, changed) and s[3] == old
+        ]
+        after = Counter(str(s[2]) for s in seen if s[1] == "revoked key" and s[0] >= STALE_SECONDS)
+        if served:
+            outcome.failures.append(
+                f"api1 (cut off) answered 2xx to the revoked key {len(served)} times from "
+                f"+{served[0][0]:.1f} s to +{served[-1][0]:.1f} s after the cut (revoked at "
+                f"+{revoked:.1f} s through api2); its answers from +{STALE_SECONDS:g} s: "
+                f"{dict(after)}"
+            )
+        if stale:
+            outcome.failures.append(
+                f"api1 (cut off) showed the old stock ({old}) {len(stale)} times from "
+                f"+{stale[0][0]:.1f} s to +{stale[-1][0]:.1f} s after the cut (changed to "
+                f"{CHANGED_STOCK} at +{changed:.1f} s through api2)"
+            )
+        return healed
+
+    def drained(self, tag: str) -> tuple[list[list[str]], set[str]]:
+        """Wait (at most ``DRAIN_SECONDS``) until every event of the run's orders was delivered
+        and the receiver saw it; the events with their delivery status, the ids seen."""
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while True:
+            rows = self.hosts.sql(  # the tag and the endpoint's id are ours: no input
+                "SELECT e.id, COALESCE(d.status, 'none') FROM events e JOIN orders o ON "  # noqa: S608
+                f"o.id = e.order_id LEFT JOIN webhook_deliveries d ON d.event_id = e.id AND "
+                f"d.endpoint_id = '{self.endpoint}' WHERE e.type = 'order.created' "
+                f"AND o.customer_id LIKE '{tag}%'"
+            )
+            seen = set(self.ids_file.read_text().split()) if self.ids_file.exists() else set()
+            done = all(status == "succeeded" and event in seen for event, status in rows)
+            if done or time.monotonic() > deadline:
+                return rows, seen
+            time.sleep(0.5)
+
+    def check(self, outcome: Outcome, load: Load) -> None:
+        """The SQL checks of one run (its orders: ``customer_id`` starts with its tag)."""
+        tag = load.tag
+        events, seen = self.drained(tag)
+        outcome.events = len(events)
+        outcome.delivered = sum(
+            1 for event, status in events if status == "succeeded" and event in seen
+        )
+        if outcome.delivered != outcome.events:
+            missing = [row for row in events if row[1] != "succeeded" or row[0] not in seen]
+            outcome.failures.append(
+                f"{outcome.events - outcome.delivered} events not delivered within "
+                f"{DRAIN_SECONDS:g} s (id, status): {missing[:3]}"
+            )
+        stored = {
+            customer: (int(count), order)
+            for customer, count, order in self.hosts.sql(
+                "SELECT customer_id, COUNT(*), MIN(id) FROM orders "  # noqa: S608
+                f"WHERE customer_id LIKE '{tag}%' GROUP BY customer_id"
+            )
+        }
+        acked = {ack.customer: ack.order_id for ack in load.acks}
+        for customer, (count, order) in stored.items():
+            if count > 1:
+                outcome.duplicated += 1
+                outcome.failures.append(f"{count} orders stored for key of {customer}")
+            elif customer in acked and acked[customer] != order:
+                outcome.wrong_ack += 1
+                outcome.failures.append(
+                    f"{customer}: acknowledged {acked[customer]}, stored {order}"
+                )
+            elif customer not in acked and customer not in load.unacked:
+                outcome.stray += 1
+                outcome.failures.append(f"{customer}: stored, never acknowledged nor in flight")
+        lost = [customer for customer in acked if customer not in stored]
+        if lost:
+            outcome.wrong_ack += len(lost)
+            outcome.failures.append(f"{len(lost)} acknowledged orders not stored: {lost[:3]}")
+        units = {
+            product: int(total)
+            for product, total in self.hosts.sql(
+                "SELECT i.product_id, SUM(i.quantity) FROM order_items i JOIN orders o "
+                "ON o.id = i.order_id WHERE o.status <> 'canceled' GROUP BY i.product_id"
+            )
+        }
+        for product, stock in self.hosts.sql("SELECT id, inventory_count FROM products"):
+            expected = self.stock.get(product, INITIAL_STOCK) - units.get(product, 0)
+            if int(stock) != expected:
+                outcome.wrong_stock += 1
+                outcome.failures.append(f"stock of {product}: {stock}, expected {expected}")
+        wrong = self.hosts.sql(
+            "SELECT o.id, COUNT(e.id) FROM orders o LEFT JOIN events e ON e.order_id = o.id "  # noqa: S608
+            f"AND e.type = 'order.created' WHERE o.customer_id LIKE '{tag}%' "
+            "GROUP BY o.id HAVING COUNT(e.id) <> 1"
+        )
+        outcome.wrong_events = len(wrong)
+        if wrong:
+            outcome.failures.append(f"orders without exactly one order.created: {wrong[:3]}")
