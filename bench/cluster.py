@@ -18,7 +18,9 @@ database turns on the PostgreSQL flows of the two API hosts' links, over the ord
 Afterwards it checks in SQL on the database host: every product's stock is its initial stock
 minus the units of its orders; every order has exactly one ``order.created`` event; each order
 run stored at least the orders wrk saw answered 2xx, and no more than those plus the requests
-in flight when wrk stopped. Any failure: exit status 1 (the table is written anyway).
+in flight when wrk stopped. Then the faults, at the last round trip (``--faults``, default
+a,b,c,d,e; ``--faults-only``: no measurements), and their table: ``bench/cluster_faults.py``.
+Any failure: exit status 1 (the tables are written anyway).
 
 Results: ``bench/results/cluster.md`` (``--output``). Needs root, wrk, redis-server and
 PostgreSQL's binaries; everything it makes (namespaces, links, processes, files) is named with
@@ -46,9 +48,9 @@ from pathlib import Path
 from types import FrameType
 
 import httpx
-from cluster_faults import FAULTS, Faults
-from cluster_faults import report as fault_report
-from cluster_hosts import API_PORT, PG_PORT, REDIS_PORT, Hosts, sh
+from cluster_faults import run_faults
+from cluster_hosts import API_PORT, PG_PORT, REDIS_PORT, Hosts, cpu_seconds, sh
+from cluster_load import FAULT_ENV, FAULTS
 from run import BIN, RESULTS, ROOT, Run, order_body, order_script, prepare, wrk
 
 READS = {"list": "/v1/products?limit=20", "by id": "/v1/products/{id}"}
@@ -93,21 +95,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2, help="runs per scenario and RTT")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections per host")
     parser.add_argument("--smoke", action="store_true", help="RTT 0 and 0.5 ms, 1 s each")
-    parser.add_argument(
-        "--faults",
-        default="a,b,c,d,e",
-        help="faults to run after the measurements, at the last RTT (bench/cluster_faults.py): "
-        "a (an API host cut off), b (PostgreSQL restarted), c (Redis cut off), d (the worker "
-        "killed), e (a key revoked, stock changed during a cut); 'none': no faults",
-    )
-    parser.add_argument(
-        "--faults-only", action="store_true", help="no measurements: only the faults"
-    )
+    parser.add_argument("--faults", help="a,b,c,d,e (--smoke: none): bench/cluster_faults.py")
+    parser.add_argument("--faults-only", action="store_true", help="no measurements")
     parser.add_argument("--prefix", default=f"cl{os.getpid()}", help="names of what it makes")
     parser.add_argument("--output", type=Path, default=RESULTS / "cluster.md")
     args = parser.parse_args()
     if args.smoke:
         args.rtts, args.duration, args.rounds = "0,0.5", 1, 1
+    args.faults = args.faults or ("none" if args.smoke else ",".join(FAULTS))
     args.rtt_list = [float(rtt) for rtt in args.rtts.split(",")]
     args.fault_list = [] if args.faults == "none" else args.faults.split(",")
     if any(fault not in FAULTS for fault in args.fault_list):
@@ -115,11 +110,6 @@ def parse_args() -> argparse.Namespace:
     if len(args.prefix) > 9:
         parser.error("--prefix: at most 9 characters (interface names)")
     return args
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Bench:
@@ -131,6 +121,7 @@ class Bench:
         self.hot = ""
         self.ids: list[str] = []
         self.apps: dict[str, subprocess.Popen[bytes]] = {}
+        self.extra: dict[str, str] = {}
 
     def start(self) -> None:
         hosts = self.hosts
@@ -138,11 +129,14 @@ class Bench:
         # Migrates (bench/run.py's prepare: the project's migrations), loads 1,000 products.
         self.key, self.hot = asyncio.run(prepare(admin_url, 1000))
         self.ids = [row[0] for row in hosts.sql("SELECT id FROM products ORDER BY id")]
-        self.start_apps({})
+        self.start_apps(FAULT_ENV if self.args.faults_only else {})
 
     def start_apps(self, extra: dict[str, str]) -> None:
         """(Re)start the API hosts' and the worker's processes with ``extra`` in their
-        environment; wait until the API hosts answer."""
+        environment (unless they run with it); wait until the API hosts answer."""
+        if self.apps and extra == self.extra:
+            return
+        self.extra = extra
         for proc in self.apps.values():
             self.hosts.stop(proc)
         for host in ("api1", "api2", "worker"):
@@ -255,9 +249,8 @@ class Bench:
         row.stored[name] = row.stored.get(name, 0) + stored
 
     def lone_order_round_trips(self) -> float:
-        """The round trips of one order placed alone (a batch of one): the median of three.
-        (Not its latency: on a loaded machine a lone request, even a cached GET, waited
-        100-400 ms for its processes to be scheduled.)"""
+        """The round trips of one order placed alone (a batch of one): the median of three
+        (not its latency: on this loaded machine a lone GET waited 100-400 ms to be run)."""
         counts = []
         headers = {"Authorization": f"Bearer {self.key}"}
         for _ in range(3):
@@ -384,17 +377,10 @@ def main() -> int:
             failures = bench.failures + checks[1:]
             text = report(rows, checks, failures, args)
             print(text, flush=True)
-        if args.fault_list:
+        if args.fault_list:  # at the last round trip
             hosts.tell(f"delay {args.rtt_list[-1] / 2000}")
-            faults = Faults(bench)
-            faults.start()
-            outcomes = []
-            for fault in args.fault_list:
-                outcomes.append(faults.run(fault))
-                print(f"cluster: fault ({fault}) done", flush=True)
-            failures += [f"fault ({o.fault}): {f}" for o in outcomes for f in o.failures]
-            text += fault_report(outcomes, args.rtt_list[-1])
-            print(fault_report(outcomes, args.rtt_list[-1]))
+            fault_text, fault_failures = run_faults(bench, args.fault_list, args.rtt_list[-1])
+            text, failures = text + fault_text, failures + fault_failures
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text)
         return 1 if failures else 0

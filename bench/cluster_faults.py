@@ -36,102 +36,42 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import httpx
 from cluster_hosts import API_PORT, APP_HOSTS, BENCH, PG_PORT, REDIS_PORT, pg_bin, sh
-from cluster_load import Load
+from cluster_load import FAULT_ENV, Load, Outcome, report
 from run import BIN
 
 if TYPE_CHECKING:
     from cluster import Bench
 
-FAULTS = {
-    "a": "api1 cut off from the database 10 s",
-    "b": "pg_ctl restart -m fast",
-    "c": "Redis cut off from the API hosts 10 s",
-    "d": "worker SIGKILLed, another started",
-    "e": "during (a): key revoked, stock changed on api2",
-}
 CUT_SECONDS = 10.0
 BEFORE_SECONDS = 2.0
 AFTER_SECONDS = 3.0
 DRAIN_SECONDS = 90.0  # a killed worker's claims lapse after 3 x the attempt timeout + 30 s
+REVOKE = (
+    "import sys\nfrom commerce_api.cli import main\nprint('ready', flush=True)\n"
+    "sys.stdin.readline()\nmain(['keys', 'revoke', sys.argv[1]], standalone_mode=False)\n"
+)
 STALE_SECONDS = 2.0  # issue 32: a cut-off host stops serving cached keys and stock within 2 s
 RECEIVER_PORT = 9099
 INITIAL_STOCK = 10_000_000  # bench/run.py's prepare
 CHANGED_STOCK = 5_000_000
-# The faults' processes: rate limits counted in Redis (limits no load reaches), receivers on
-# the worker host's loopback allowed, attempts bounded at 2 s (a killed worker's claims lapse
-# after 36 s).
-FAULT_ENV = {
-    "COMMERCE_RATE_LIMIT_ENABLED": "true",
-    "COMMERCE_RATE_LIMIT_PRODUCTION": "1000000000",
-    "COMMERCE_RATE_LIMIT_DEVELOPMENT": "1000000000",
-    "COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS": "true",
-    "COMMERCE_WEBHOOK_TIMEOUT_SECONDS": "2",
-}
 
 
-@dataclass
-class Outcome:
-    """One fault's row."""
-
-    fault: str
-    acked: int = 0
-    unacked: int = 0
-    duplicated: int = 0
-    stray: int = 0  # orders stored under a key never acknowledged (nor in flight at a bound)
-    wrong_ack: int = 0
-    wrong_stock: int = 0
-    wrong_events: int = 0
-    events: int = 0
-    delivered: int = 0
-    longest_wait_s: float = 0.0
-    recovery_s: float | None = None
-    failures: list[str] = field(default_factory=list)
-
-    def cells(self) -> list[str]:
-        exactly = self.duplicated + self.stray + self.wrong_ack
-        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f} s"
-        return [
-            f"({self.fault}) {FAULTS[self.fault]}",
-            f"{self.acked}" + (f" ({self.unacked} never)" if self.unacked else ""),
-            "yes" if not exactly else f"NO ({exactly})",
-            "exact" if not self.wrong_stock else f"NO ({self.wrong_stock} wrong)",
-            "1 each" if not self.wrong_events else f"NO ({self.wrong_events} wrong)",
-            f"{self.delivered}/{self.events}",
-            f"{self.longest_wait_s:.1f} s / {recovery}",
-            "ok" if not self.failures else "FAILED",
-        ]
-
-
-def table(outcomes: list[Outcome]) -> str:
-    lines = [
-        "| fault | orders acked | exactly once | stock | order.created | delivered "
-        "| longest wait for an ack / recovery | ok |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(outcome.cells()) + " |" for outcome in outcomes]
-    failures = [f"- ({o.fault}) {failure}" for o in outcomes for failure in o.failures]
-    return "\n".join(lines + (["", *failures] if failures else []))
-
-
-def report(outcomes: list[Outcome], rtt_ms: float) -> str:
-    ok = all(not outcome.failures for outcome in outcomes)
-    return f"""
-## Faults
-
-Under 8 clients placing orders and retrying with the same Idempotency-Key (app <-> database
-round trip {rtt_ms:g} ms; `bench/cluster_faults.py` says what each fault does and what is
-checked). Longest wait for an ack: from an order's first try to its 2xx; recovery: from the
-fault's healing until every client had an order acknowledged.
-
-{table(outcomes)}
-
-Faults: {"all checks passed" if ok else "FAILED"}
-"""
+def run_faults(bench: Bench, faults: list[str], rtt_ms: float) -> tuple[str, list[str]]:
+    """Run ``faults`` in turn (the cluster's processes restarted for them first); the report
+    (also printed) and the failures."""
+    runner = Faults(bench)
+    runner.start()
+    outcomes = []
+    for fault in faults:
+        outcomes.append(runner.run(fault))
+        print(f"cluster: fault ({fault}) done", flush=True)
+    text = report(outcomes, rtt_ms)
+    print(text, flush=True)
+    return text, [f"fault ({o.fault}): {f}" for o in outcomes for f in o.failures]
 
 
 async def make_keys(url: str, account: str) -> tuple[str, str, str]:
@@ -201,6 +141,7 @@ class Faults:
         if load.acks:
             outcome.longest_wait_s = max(ack.acked_at - ack.first_try for ack in load.acks)
         outcome.recovery_s = load.recovery(healed)
+        outcome.unserved_s = load.unserved(load.started)
         self.check(outcome, load)
         return outcome
 
@@ -257,17 +198,26 @@ class Faults:
                         seen.append((sent, who, response.status_code, stock))
                     time.sleep(0.1)
 
+        # `commerce-api keys revoke` on api2, its imports done before the cut (they take
+        # seconds on a busy machine): it revokes when told to.
+        revoker = subprocess.Popen(  # noqa: S603
+            hosts.exec("api2", [str(BIN / "python"), "-c", REVOKE, self.victim_id]),
+            env=self.bench.app_env("api2"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert revoker.stdout is not None
+        if revoker.stdout.readline().strip() != "ready":
+            raise RuntimeError("the revoking process on api2 did not start")
         hosts.tell(f"cut {link} 0")
         cut = time.monotonic()
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        command = [str(BIN / "commerce-api"), "keys", "revoke", self.victim_id]
-        subprocess.run(  # noqa: S603
-            hosts.exec("api2", command),
-            env=self.bench.app_env("api2"),
-            check=True,
-            capture_output=True,
-        )
+        revoker.communicate("go\n", timeout=60)
+        if revoker.returncode != 0:
+            raise RuntimeError(f"keys revoke on api2 exited with {revoker.returncode}")
         revoked = time.monotonic() - cut
         httpx.patch(
             self.url("api2") + product,
@@ -295,13 +245,24 @@ class Faults:
             for s in seen
             if s[1] == "stock" and s[0] >= max(STALE_SECONDS, changed) and s[3] == old
         ]
-        after = Counter(str(s[2]) for s in seen if s[1] == "revoked key" and s[0] >= STALE_SECONDS)
+        answers = Counter(
+            str(s[2]) for s in seen if s[1] == "revoked key" and s[0] >= STALE_SECONDS
+        )
+        stocks = Counter(
+            f"{s[2]} {s[3]}" for s in seen if s[1] == "stock" and s[0] >= STALE_SECONDS
+        )
+        outcome.notes.append(
+            f"key revoked through api2 at +{revoked:.1f} s after the cut, stock changed at "
+            f"+{changed:.1f} s, link healed at +{healed - cut:.1f} s; from "
+            f"+{STALE_SECONDS:g} s api1 answered the revoked key {dict(answers)}, the product "
+            f"(status stock) {dict(stocks)}"
+        )
         if served:
             outcome.failures.append(
                 f"api1 (cut off) answered 2xx to the revoked key {len(served)} times from "
                 f"+{served[0][0]:.1f} s to +{served[-1][0]:.1f} s after the cut (revoked at "
                 f"+{revoked:.1f} s through api2); its answers from +{STALE_SECONDS:g} s: "
-                f"{dict(after)}"
+                f"{dict(answers)}"
             )
         if stale:
             outcome.failures.append(

@@ -55,6 +55,12 @@ def free_octet() -> int:
     raise RuntimeError("no free 10.x.0.0/16 for the cluster's links")
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU seconds (user and system) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def sh(*command: str, check: bool = True) -> str:
     """Run ``command`` (a tool on PATH: ip, runuser, ...); its output. Raises on failure with
     its error output, unless ``check`` is false."""

@@ -1,6 +1,7 @@
-"""The load of ``bench/cluster_faults.py``: ``CLIENTS`` clients placing orders, each retrying
-every failure with the same Idempotency-Key until it is answered 2xx (or ``ACK_BOUND_SECONDS``
-passed), recording each acknowledged order with its key.
+"""The load of ``bench/cluster_faults.py`` and its table: ``CLIENTS`` clients placing orders,
+each retrying every failure with the same Idempotency-Key until it is answered 2xx (or
+``ACK_BOUND_SECONDS`` passed), recording each acknowledged order with its key; a fault's
+:class:`Outcome` (a row of the table).
 
 Client ``i`` places its orders through API host ``i % 2``; every third retry of an order goes
 through the other one (a client behind a balancer). A retry follows a connection error, a
@@ -13,11 +14,28 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from run import order_body
 
+FAULTS = {
+    "a": "api1 cut off from the database 10 s",
+    "b": "pg_ctl restart -m fast",
+    "c": "Redis cut off from the API hosts 10 s",
+    "d": "worker SIGKILLed, another started",
+    "e": "during (a): key revoked, stock changed on api2",
+}
+# The faults' processes: rate limits counted in Redis (limits no load reaches), receivers on
+# the worker host's loopback allowed, attempts bounded at 2 s (a killed worker's claims lapse
+# after 36 s).
+FAULT_ENV = {
+    "COMMERCE_RATE_LIMIT_ENABLED": "true",
+    "COMMERCE_RATE_LIMIT_PRODUCTION": "1000000000",
+    "COMMERCE_RATE_LIMIT_DEVELOPMENT": "1000000000",
+    "COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS": "true",
+    "COMMERCE_WEBHOOK_TIMEOUT_SECONDS": "2",
+}
 CLIENTS = 8
 ACK_BOUND_SECONDS = 60.0
 RETRY_PAUSE_SECONDS = 0.2
@@ -30,6 +48,7 @@ class Ack:
     customer: str  # also the Idempotency-Key
     order_id: str
     client: int
+    host: int  # the API host that answered it: 0 (api1) or 1 (api2)
     first_try: float  # time.monotonic()
     acked_at: float
 
@@ -45,11 +64,13 @@ class Load:
         self.failures: list[str] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.started = 0.0
         self.threads = [
             threading.Thread(target=self.client, args=(i,), daemon=True) for i in range(CLIENTS)
         ]
 
     def start(self) -> None:
+        self.started = time.monotonic()
         for thread in self.threads:
             thread.start()
 
@@ -60,15 +81,25 @@ class Load:
             thread.join(ACK_BOUND_SECONDS + 2 * REQUEST_TIMEOUT_SECONDS)
 
     def recovery(self, healed: float) -> float | None:
-        """How long after ``healed`` every client had an order acknowledged (None: one had
-        none after it)."""
+        """How long after ``healed`` both API hosts had acknowledged an order (None: one
+        acknowledged none after it)."""
         firsts = []
-        for client in range(CLIENTS):
-            after = [a.acked_at for a in self.acks if a.client == client and a.acked_at >= healed]
+        for host in range(len(self.hosts)):
+            after = [a.acked_at for a in self.acks if a.host == host and a.acked_at >= healed]
             if not after:
                 return None
             firsts.append(min(after) - healed)
         return max(firsts)
+
+    def unserved(self, started: float) -> float:
+        """The longest time an API host acknowledged no order (from ``started``, the load's
+        start, to the last acknowledgement)."""
+        longest = 0.0
+        for host in range(len(self.hosts)):
+            times = sorted(a.acked_at for a in self.acks if a.host == host)
+            gaps = [b - a for a, b in zip([started, *times], times, strict=False)]
+            longest = max([longest, *gaps])
+        return longest
 
     def client(self, i: int) -> None:
         home = i % len(self.hosts)
@@ -87,14 +118,14 @@ class Load:
         first_try = time.monotonic()
         tries = 0
         while True:
-            host = self.hosts[(home + (tries % 3 == 2)) % len(self.hosts)]
+            host = (home + (tries % 3 == 2)) % len(self.hosts)
             tries += 1
             try:
-                response = http.post(f"{host}/v1/orders", json=body, headers=headers)
+                response = http.post(f"{self.hosts[host]}/v1/orders", json=body, headers=headers)
             except httpx.HTTPError:
                 response = None
             if response is not None and response.is_success:
-                ack = Ack(customer, response.json()["id"], i, first_try, time.monotonic())
+                ack = Ack(customer, response.json()["id"], i, host, first_try, time.monotonic())
                 with self.lock:
                     self.acks.append(ack)
                 return
@@ -114,3 +145,66 @@ class Load:
                     self.unacked.append(customer)
                 return
             time.sleep(RETRY_PAUSE_SECONDS)
+
+
+@dataclass
+class Outcome:
+    """One fault's row."""
+
+    fault: str
+    acked: int = 0
+    unacked: int = 0
+    duplicated: int = 0
+    stray: int = 0  # orders stored under a key never acknowledged (nor in flight at a bound)
+    wrong_ack: int = 0
+    wrong_stock: int = 0
+    wrong_events: int = 0
+    events: int = 0
+    delivered: int = 0
+    longest_wait_s: float = 0.0
+    unserved_s: float = 0.0
+    recovery_s: float | None = None
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def cells(self) -> list[str]:
+        exactly = self.duplicated + self.stray + self.wrong_ack
+        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f} s"
+        return [
+            f"({self.fault}) {FAULTS[self.fault]}",
+            f"{self.acked}" + (f" ({self.unacked} never)" if self.unacked else ""),
+            "yes" if not exactly else f"NO ({exactly})",
+            "exact" if not self.wrong_stock else f"NO ({self.wrong_stock} wrong)",
+            "1 each" if not self.wrong_events else f"NO ({self.wrong_events} wrong)",
+            f"{self.delivered}/{self.events}",
+            f"{self.longest_wait_s:.1f} s / {self.unserved_s:.1f} s / {recovery}",
+            "ok" if not self.failures else "FAILED",
+        ]
+
+
+def table(outcomes: list[Outcome]) -> str:
+    lines = [
+        "| fault | orders acked | exactly once | stock | order.created | delivered "
+        "| longest wait for an ack / a host without one / recovery | ok |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(outcome.cells()) + " |" for outcome in outcomes]
+    notes = [f"- ({o.fault}) {line}" for o in outcomes for line in o.notes + o.failures]
+    return "\n".join(lines + (["", *notes] if notes else []))
+
+
+def report(outcomes: list[Outcome], rtt_ms: float) -> str:
+    ok = all(not outcome.failures for outcome in outcomes)
+    return f"""
+## Faults
+
+Under 8 clients placing orders and retrying with the same Idempotency-Key (app <-> database
+round trip {rtt_ms:g} ms; `bench/cluster_faults.py` says what each fault does and what is
+checked). Longest wait for an ack: from an order's first try (a client's) to its 2xx; a host
+without one: the longest time an API host acknowledged no order; recovery: from the fault's
+healing until both API hosts had acknowledged an order.
+
+{table(outcomes)}
+
+Faults: {"all checks passed" if ok else "FAILED"}
+"""
