@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING
 import httpx
 from cluster_hosts import API_PORT, APP_HOSTS, BENCH, PG_PORT, REDIS_PORT, pg_bin, sh
 from cluster_load import FAULT_ENV, Load, Outcome, report
-from run import BIN
 
 if TYPE_CHECKING:
     from cluster import Bench
@@ -50,10 +49,6 @@ CUT_SECONDS = 10.0
 BEFORE_SECONDS = 2.0
 AFTER_SECONDS = 3.0
 DRAIN_SECONDS = 90.0  # a killed worker's claims lapse after 3 x the attempt timeout + 30 s
-REVOKE = (
-    "import sys\nfrom commerce_api.cli import main\nprint('ready', flush=True)\n"
-    "sys.stdin.readline()\nmain(['keys', 'revoke', sys.argv[1]], standalone_mode=False)\n"
-)
 STALE_SECONDS = 2.0  # issue 32: a cut-off host stops serving cached keys and stock within 2 s
 RECEIVER_PORT = 9099
 INITIAL_STOCK = 10_000_000  # bench/run.py's prepare
@@ -198,10 +193,10 @@ class Faults:
                         seen.append((sent, who, response.status_code, stock))
                     time.sleep(0.1)
 
-        # `commerce-api keys revoke` on api2, its imports done before the cut (they take
-        # seconds on a busy machine): it revokes when told to.
+        # `commerce-api keys revoke` on api2, its imports, connection and migration check
+        # done before the cut (seconds on a busy machine): it revokes when told to.
         revoker = subprocess.Popen(  # noqa: S603
-            hosts.exec("api2", [str(BIN / "python"), "-c", REVOKE, self.victim_id]),
+            hosts.exec("api2", [sys.executable, str(BENCH / "cluster_revoke.py"), self.victim_id]),
             env=self.bench.app_env("api2"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -215,9 +210,9 @@ class Faults:
         cut = time.monotonic()
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        revoker.communicate("go\n", timeout=60)
+        said, _ = revoker.communicate("go\n", timeout=60)
         if revoker.returncode != 0:
-            raise RuntimeError(f"keys revoke on api2 exited with {revoker.returncode}")
+            raise RuntimeError(f"the revocation on api2 failed: {said.strip()}")
         revoked = time.monotonic() - cut
         httpx.patch(
             self.url("api2") + product,
