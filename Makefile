@@ -92,7 +92,9 @@ bench: install
 # and 2 ms added between the app hosts and the database by a user-space delay line (TUN
 # devices); reads and orders, round trips per order, SQL checks; bench/results/cluster.md.
 # Needs root, wrk, redis-server and PostgreSQL's binaries (initdb, pg_ctl). CLUSTER_ARGS: e.g.
-# --smoke, --rtts 0,1, --duration 3 (see bench/cluster.py --help).
+# --smoke, --rtts 0,1, --duration 3. Then faults under load with SQL checks after each and a
+# fault table (bench/cluster_faults.py): --faults a,b,c,d,e (the default; none), --faults-only
+# (see bench/cluster.py --help).
 cluster: install
 	$(BIN)/python bench/cluster.py $(CLUSTER_ARGS)
 

@@ -62,8 +62,9 @@ def run_faults(bench: Bench, faults: list[str], rtt_ms: float) -> tuple[str, lis
     runner.start()
     outcomes = []
     for fault in faults:
+        began = time.monotonic()
         outcomes.append(runner.run(fault))
-        print(f"cluster: fault ({fault}) done", flush=True)
+        print(f"cluster: fault ({fault}) done in {time.monotonic() - began:.0f} s", flush=True)
     text = report(outcomes, rtt_ms)
     print(text, flush=True)
     return text, [f"fault ({o.fault}): {f}" for o in outcomes for f in o.failures]
@@ -121,7 +122,7 @@ class Faults:
     def run(self, fault: str) -> Outcome:
         outcome = Outcome(fault)
         urls = {host: self.url(host) for host in ("api1", "api2")}
-        load = Load(urls, self.bench.key, self.products, f"cusf_{fault}{time.time_ns() % 10**8}")
+        load = Load(urls, self.bench.key, self.products, f"cusf-{fault}-{time.time_ns() % 10**8}-")
         load.start()
         time.sleep(BEFORE_SECONDS)
         healed = self.cut_with_changes(outcome) if fault == "e" else self.inject(fault)
@@ -221,7 +222,13 @@ class Faults:
             timeout=30,
         ).raise_for_status()
         changed = time.monotonic() - cut
-        self.stock[self.changed] = CHANGED_STOCK
+        # Its initial stock, as the checks count: the stock set plus the units ordered before
+        # (the measurements' orders spread over every product; the load orders none of it).
+        ordered = self.hosts.sql(
+            "SELECT COALESCE(SUM(i.quantity), 0) FROM order_items i JOIN orders o ON o.id = "  # noqa: S608
+            f"i.order_id WHERE o.status <> 'canceled' AND i.product_id = '{self.changed}'"
+        )
+        self.stock[self.changed] = CHANGED_STOCK + int(ordered[0][0])
         time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut)))
         stop.set()
         poller.join()
