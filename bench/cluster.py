@@ -378,7 +378,6 @@ def main() -> int:
             text = report(rows, checks, failures, args)
             print(text, flush=True)
         if args.fault_list:  # at the last round trip
-            hosts.tell(f"delay {args.rtt_list[-1] / 2000}")
             fault_text, fault_failures = run_faults(bench, args.fault_list, args.rtt_list[-1])
             text, failures = text + fault_text, failures + fault_failures
         args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -388,6 +387,8 @@ def main() -> int:
         print(f"cluster: interrupted ({interrupt or 'SIGINT'}); removing what it made", flush=True)
         return 130
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a Ctrl-C now would leave things behind
+            signal.signal(sig, signal.SIG_IGN)
         hosts.close()
         shutil.rmtree(work, ignore_errors=True)
         left = hosts.leftover_namespaces() + hosts.leftover_links()

@@ -56,8 +56,9 @@ CHANGED_STOCK = 5_000_000
 
 
 def run_faults(bench: Bench, faults: list[str], rtt_ms: float) -> tuple[str, list[str]]:
-    """Run ``faults`` in turn (the cluster's processes restarted for them first); the report
-    (also printed) and the failures."""
+    """Run ``faults`` in turn at a round trip of ``rtt_ms`` (the cluster's processes restarted
+    for them first); the report (also printed) and the failures."""
+    bench.hosts.tell(f"delay {rtt_ms / 2000}")
     runner = Faults(bench)
     runner.start()
     outcomes = []
