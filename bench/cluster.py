@@ -384,7 +384,7 @@ def main() -> int:
         args.output.write_text(text)
         return 1 if failures else 0
     except KeyboardInterrupt as interrupt:
-        print(f"cluster: interrupted ({interrupt or 'SIGINT'}); removing what it made", flush=True)
+        print(f"cluster: interrupted ({str(interrupt) or 'SIGINT'}), removing it all", flush=True)
         return 130
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # a Ctrl-C now would leave things behind
