@@ -126,7 +126,7 @@ class Faults:
         load = Load(urls, self.bench.key, self.products, f"cusf-{fault}-{time.time_ns() % 10**8}-")
         load.start()
         time.sleep(BEFORE_SECONDS)
-        healed = self.cut_with_changes(outcome) if fault == "e" else self.inject(fault)
+        healed = self.cut_with_changes(outcome) if fault == "e" else self.inject(fault, outcome)
         time.sleep(AFTER_SECONDS)
         load.stop()
         outcome.acked, outcome.unacked = len(load.acks), len(load.unacked)
@@ -142,7 +142,7 @@ class Faults:
         self.check(outcome, load)
         return outcome
 
-    def inject(self, fault: str) -> float:
+    def inject(self, fault: str, outcome: Outcome) -> float:
         """Make the fault, heal it; when it healed (``time.monotonic()``)."""
         hosts = self.hosts
         if fault == "a":
@@ -156,15 +156,30 @@ class Faults:
             restart = [*pg_ctl, "-l", str(hosts.work / "pg.log"), "-m", "fast", "-w", "restart"]
             sh(*hosts.exec("db", restart))
         elif fault == "c":
+            before = self.store_errors()
             for host in ("api1", "api2"):
                 hosts.tell(f"cut {APP_HOSTS.index(host)} {REDIS_PORT}")
             time.sleep(CUT_SECONDS)
             for host in ("api1", "api2"):
                 hosts.tell(f"heal {APP_HOSTS.index(host)} {REDIS_PORT}")
+            errors = self.store_errors() - before
+            outcome.notes.append(f"requests counted in-process, Redis unreachable: {errors}")
+            if not errors:  # the cut did not reach Redis's traffic: nothing was tested
+                outcome.failures.append("no rate-limit store error during the cut of Redis")
         elif fault == "d":
             hosts.stop(self.bench.apps["worker"], signal.SIGKILL)
             self.bench.apps["worker"] = self.bench.spawn_app("worker", FAULT_ENV)
         return time.monotonic()
+
+    def store_errors(self) -> int:
+        """The API hosts' ``commerce_rate_limit_store_errors_total``, summed (``/metrics``)."""
+        total = 0.0
+        for host in ("api1", "api2"):
+            text = httpx.get(self.url(host) + "/metrics", timeout=10).text
+            for line in text.splitlines():
+                if line.startswith("commerce_rate_limit_store_errors_total"):
+                    total += float(line.split()[-1])
+        return int(total)
 
     def cut_with_changes(self, outcome: Outcome) -> float:
         """(e): api1 cut off; through api2 a key api1 served is revoked and a product's stock
