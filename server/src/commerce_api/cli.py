@@ -22,16 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api import demo as demo_setup
 from commerce_api.accounts import service as accounts
-from commerce_api.app.serving import (
-    check_port_free,
-    granian_options,
-    metrics_directory,
-    served_app,
-)
+from commerce_api.app.serving import check_port_free, granian_options, metrics_directory, served_app
 from commerce_api.audit import keys as audited_keys
 from commerce_api.catalog import service as catalog
 from commerce_api.core.errors import APIError
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
+from commerce_api.observability import traces
 from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
@@ -49,8 +45,12 @@ class ConfigurationError(click.ClickException):
 
 
 def _settings() -> Settings:
+    """The settings (and the OTEL_* variables' tracing, checked: ``observability.traces``)."""
     try:
+        traces.exporter_names(os.environ)
         return Settings()
+    except traces.TracingConfigError as exc:
+        raise ConfigurationError(str(exc)) from None
     except ValidationError as exc:
         problems = "; ".join(
             f"COMMERCE_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
@@ -211,6 +211,7 @@ def worker() -> None:
     logging.config.dictConfig(logging_config(settings))
 
     async def run(db: Database) -> None:
+        traces.start()  # if the OTEL_* variables ask; the provider exports its last at exit
         dispatcher = Dispatcher(settings, db, await open_secret_box(settings, db))
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -23,6 +23,7 @@ from commerce_api.catalog.routes import categories_router
 from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.console import routes as console
 from commerce_api.console.routes import router as console_router
+from commerce_api.core import tracing
 from commerce_api.core.errors import APIError, install_error_handlers
 from commerce_api.events import service as events
 from commerce_api.events.routes import events_router
@@ -39,7 +40,7 @@ from commerce_api.http.routing import (
     json_response,
 )
 from commerce_api.http.schemas import ErrorResponse
-from commerce_api.observability import metrics
+from commerce_api.observability import metrics, traces
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
 from commerce_api.orders import service as orders_service
@@ -166,19 +167,32 @@ class CommerceAPI(FastAPI):
     cors: CatalogCORS | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        cors = self.cors
-        if cors is not None and scope["type"] == "http":
-            sending = await cors.sending(scope, send)
-            if sending is None:
-                return  # a preflight, answered
-            send = sending
-        fast_lane = self.fast_lane
-        if fast_lane is not None and scope["type"] == "http":
-            next_receive = await fast_lane(scope, receive, send)
-            if next_receive is None:
-                return  # answered
-            receive = next_receive
-        await super().__call__(scope, receive, send)
+        # Off, tracing costs this one boolean (core.tracing); on, the request's span.
+        traced = (
+            tracing.start_request(scope) if tracing.ENABLED and scope["type"] == "http" else None
+        )
+        try:
+            cors = self.cors
+            if cors is not None and scope["type"] == "http":
+                sending = await cors.sending(scope, send)
+                if sending is None:
+                    return  # a preflight, answered
+                send = sending
+            fast_lane = self.fast_lane
+            if fast_lane is not None and scope["type"] == "http":
+                next_receive = await fast_lane(scope, receive, send)
+                if next_receive is None:
+                    return  # answered
+                receive = next_receive
+            await super().__call__(scope, receive, send)
+        except BaseException as exc:
+            if traced is not None:
+                tracing.end_request(traced, exc)
+                traced = None
+            raise
+        finally:
+            if traced is not None:
+                tracing.end_request(traced)
 
 
 def create_app(settings: Settings | None = None) -> CommerceAPI:
@@ -190,6 +204,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tracing_started = traces.start()  # if the OTEL_* variables ask for it
         services = await open_services(settings)
         db, secret_box, read_path = services.db, services.secret_box, services.read_path
         app.state.services = services
@@ -225,6 +240,8 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
             await services.close()
             observer.flush()  # the request log's last lines (and the last metrics)
             metrics.process_exited()
+            if tracing_started:
+                traces.stop()  # the last spans exported
 
     app = CommerceAPI(
         title=TITLE,

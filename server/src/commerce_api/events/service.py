@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
+from commerce_api.core import tracing
 from commerce_api.core.errors import APIError, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.pagination import (
@@ -38,13 +39,16 @@ class NewEvent:
     account_id: str
     data: dict[str, Any]
     created_at: datetime
+    traceparent: str | None = None  # the trace its deliveries join (core.tracing)
 
 
 async def record_event(
     conn: AsyncConnection, *, account_id: str, type: str, data: dict[str, Any]
 ) -> str:
     """Record one event of ``type`` now; its id."""
-    (event_id,) = await record_events(conn, type, [NewEvent(account_id, data, utcnow())])
+    traceparent = tracing.current_traceparent() if tracing.ENABLED else None
+    new_event = NewEvent(account_id, data, utcnow(), traceparent)
+    (event_id,) = await record_events(conn, type, [new_event])
     return event_id
 
 
@@ -68,8 +72,9 @@ async def record_events(conn: Executor, type_: str, new_events: Sequence[NewEven
 
 
 def event_rows(type_: str, new_events: Sequence[NewEvent]) -> list[dict[str, Any]]:
-    """The ``events`` rows of new events of one type, each with a new id."""
-    return [
+    """The ``events`` rows of new events of one type, each with a new id (and, traced, the
+    context its deliveries join; untraced, the column is left to its default, NULL)."""
+    rows = [
         {
             "id": new_id("evt"),
             "account_id": event.account_id,
@@ -80,6 +85,10 @@ def event_rows(type_: str, new_events: Sequence[NewEvent]) -> list[dict[str, Any
         }
         for event in new_events
     ]
+    if tracing.ENABLED:
+        for row, event in zip(rows, new_events, strict=True):
+            row["traceparent"] = event.traceparent
+    return rows
 
 
 EVENT_RETENTION = timedelta(days=30)

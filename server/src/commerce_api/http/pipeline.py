@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from commerce_api.accounts.service import Principal, bearer_token
+from commerce_api.core import tracing
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.http.context import RequestContext, context
 from commerce_api.http.services import Authenticator, RequestServices
@@ -291,14 +292,13 @@ class Pipeline:
         self.observe(scope, route, status, started)
 
     def observe(self, scope: Scope, route: str | None, status: int, started: float) -> None:
-        """Count the answer in the metrics and log its line."""
-        self.observer.observe(
-            scope,
-            context(scope),
-            route or self.route_template(scope),
-            status,
-            time.perf_counter() - started,
-        )
+        """Count the answer in the metrics and log its line (and label its span)."""
+        ctx = context(scope)
+        template = route or self.route_template(scope)
+        self.observer.observe(scope, ctx, template, status, time.perf_counter() - started)
+        if tracing.ENABLED:
+            account_id = getattr(ctx.principal, "account_id", None)
+            tracing.finish_request(scope["method"], template, status, account_id, ctx.request_id)
 
     def route_template(self, scope: Scope) -> str:
         return route_template(scope, self.routes)

@@ -83,6 +83,7 @@ class OrderRequest:
     principal: Principal
     data: OrderCreate
     keyed: idempotency.KeyedRequest | None = None
+    traceparent: str | None = None  # the request's trace context, for its event (core.tracing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +230,7 @@ async def _place(
 
     placed: list[tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]] = []
     trail: list[dict[str, Any]] = []  # the orders' audit rows
+    new_events: list[NewEvent] = []
     for index, request in enumerate(requests):
         if results[index] is not None:
             continue
@@ -244,14 +246,12 @@ async def _place(
         rendered = render_order(new, [SimpleNamespace(**i) for i in items])
         placed.append((order, items, rendered))
         trail.append(order_created(request.principal, order["id"], order["created_at"]))
+        new_events.append(NewEvent(account_id, rendered, order["created_at"], request.traceparent))
         headers = {"content-type": JSON, "location": f"/v1/orders/{order['id']}"}
         results[index] = PlacementResult(201, headers, orjson.dumps(rendered), rendered)
 
     new_orders = [order for order, _, _ in placed]
     rows = [item for _, items, _ in placed for item in items]
-    new_events = [
-        NewEvent(order["account_id"], data, order["created_at"]) for order, _, data in placed
-    ]
     if conn.dialect.name == "sqlite":
         await repository.insert_orders(conn, new_orders, rows, trail)
         await record_events(conn, CREATED, new_events)
@@ -378,7 +378,7 @@ class OrderDesk:
         self._currency = currency
         self._secret_box = secret_box
         self._batches: GroupCommit[OrderRequest, Result] = GroupCommit(
-            db, self._place, exclusive=_key_of
+            db, self._place, exclusive=_key_of, traceparent_of=lambda request: request.traceparent
         )
 
     async def _place(self, conn: Executor, batch: list[OrderRequest]) -> list[Result]:

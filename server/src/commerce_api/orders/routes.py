@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from commerce_api.core import tracing
 from commerce_api.core.pagination import (
     DEFAULT_PAGE_SIZE,
     CreatedGte,
@@ -59,7 +60,8 @@ async def create_order(
     response (with `Idempotent-Replayed: true`)."""
     service.check_units(body, services.settings)
     keyed = context(request.scope).keyed  # its claim is in the batch
-    outcome = await services.orders.place(OrderRequest(principal, body, keyed))
+    traceparent = tracing.current_traceparent() if tracing.ENABLED else None
+    outcome = await services.orders.place(OrderRequest(principal, body, keyed, traceparent))
     return outcome.response()
 
 

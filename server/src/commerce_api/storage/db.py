@@ -23,11 +23,8 @@ from sqlalchemy.engine import URL, CursorResult, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
-from commerce_api.storage.connecting import (
-    SERVER_SETTINGS,
-    ping_when_idle,
-    postgres_connect_args,
-)
+from commerce_api.core import tracing
+from commerce_api.storage.connecting import SERVER_SETTINGS, ping_when_idle, postgres_connect_args
 from commerce_api.storage.deadlines import (
     UNBOUNDED_SQLITE_BUSY_SECONDS,
     WATCHING,
@@ -248,14 +245,15 @@ class Database:
         async with self._watched(self.engine, begin=False, bounded=bounded) as conn:
             yield conn
 
+    @tracing.traced_transaction  # in a span inside a traced request or delivery (core.tracing)
     @asynccontextmanager
     async def write(self, *, bounded: bool = True) -> AsyncIterator[AsyncConnection]:
         """A write transaction: committed when the block succeeds, rolled back otherwise.
 
         On SQLite the writers of a process queue on one lock before their ``BEGIN IMMEDIATE``
-        (SQLite admits one writer at a time anyway): waiting there, each starts the moment the
-        one before it commits, where SQLite's busy handler would poll with sleeps of up to
-        100 ms. A write transaction must not wait for another one of the same process.
+        (SQLite admits one writer at a time): each starts the moment the one before it commits,
+        where SQLite's busy handler would poll with sleeps of up to 100 ms. A write transaction
+        must not wait for another one of the same process.
 
         With deadlines (``bounded``, the default), the transaction ends by its deadline: on
         PostgreSQL its connection is terminated then; on SQLite the wait for the file's lock,
@@ -330,15 +328,15 @@ class Database:
     async def write_batch(self) -> AsyncIterator[Executor]:
         """A write transaction for a batch of many small writes (``group_commit``).
 
-        On PostgreSQL, :meth:`write`. On SQLite the transaction holds the file's write lock
-        from its ``BEGIN IMMEDIATE`` to its ``COMMIT``, so every other writer — the other
-        processes too — waits for the whole batch: its statements run inline on the event loop
-        (microseconds each, on a connection of the standard library's driver) instead of
-        yielding to it between statements, as the async driver would, with every other request
-        of the process served while the lock is held. ``BEGIN IMMEDIATE`` (which may wait for
-        another process) and the ``COMMIT`` (the fsync) still run on a thread of their own.
-        The batches of the processes on one file take turns (``sqlite_writer``); one that
-        waits longer than the busy timeout fails with SQLite's "database is locked".
+        On PostgreSQL, :meth:`write`. On SQLite the transaction holds the file's write lock from
+        its ``BEGIN IMMEDIATE`` to its ``COMMIT``, so every other writer — the other processes too
+        — waits for the whole batch: its statements run inline on the event loop (microseconds
+        each, on a connection of the standard library's driver) instead of yielding between
+        statements, as the async driver would, serving the process's other requests while the lock
+        is held. ``BEGIN IMMEDIATE`` (which may wait for another process) and the ``COMMIT`` (the
+        fsync) still run on a thread of their own. The batches of the processes on one file take
+        turns (``sqlite_writer``); one that waits longer than the busy timeout fails with SQLite's
+        "database is locked".
         """
         if not self.is_sqlite:
             async with self.write() as conn:

@@ -19,6 +19,10 @@ to commit. One commit per request caps writes at a few hundred a second whatever
 - Items with the same ``exclusive`` key never share a batch (the later waits for the next one):
   two requests with one ``Idempotency-Key`` are decided one after the other.
 
+Traced (``core.tracing``), a batch's transaction is one span: the child of the first item's
+request span, linked to every other item's (``traceparent_of`` names each item's), because
+one transaction serves many requests and a span has one parent.
+
 One batch is in flight per process at a time; several processes (or machines) each run their
 own, serialised by the database's locks as any other writers. The queue is
 ``core.coalescing.RequestBatcher``'s; this module adds the transaction around each batch.
@@ -28,8 +32,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Hashable
+from contextlib import AbstractAsyncContextManager
 from typing import Generic, TypeVar
 
+from commerce_api.core import tracing
 from commerce_api.core.coalescing import RequestBatcher
 from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.deadlines import is_database_timeout, is_database_unavailable
@@ -51,10 +57,13 @@ class GroupCommit(Generic[ItemT, ResultT]):
         *,
         exclusive: Callable[[ItemT], Hashable | None] = lambda item: None,
         max_batch: int = MAX_BATCH,
+        traceparent_of: Callable[[ItemT], str | None] = lambda item: None,
     ) -> None:
         """``run_batch(conn, items)`` writes the items in the transaction it is given and
-        returns one result per item, in order; it must not commit or roll back."""
+        returns one result per item, in order; it must not commit or roll back.
+        ``traceparent_of(item)``: the trace context the item was submitted in, if any."""
         self._db = db
+        self._traceparent_of = traceparent_of
         self._run_batch = run_batch
         self._batcher: RequestBatcher[ItemT, ResultT] = RequestBatcher(
             self._commit, max_batch=max_batch, exclusive=exclusive, name="group-commit"
@@ -75,8 +84,12 @@ class GroupCommit(Generic[ItemT, ResultT]):
     ) -> list[ResultT | BaseException]:
         """Each item's result, or the exception that stopped it."""
         ran = False
+        transaction: AbstractAsyncContextManager[Executor] = self._db.write_batch()
+        if tracing.ENABLED:
+            traceparents = [self._traceparent_of(item) for item in batch]
+            transaction = tracing.transaction(transaction, self._db.backend, traceparents)
         try:
-            async with self._db.write_batch() as conn:
+            async with transaction as conn:
                 results = await self._run_batch(conn, batch)
                 ran = True
         except Exception as exc:

@@ -232,6 +232,8 @@ events = Table(
     Column("data", JSON, nullable=False),
     # The order the event is about (its ``data``'s id), for the list's ``order_id`` filter.
     Column("order_id", String(64), nullable=True),
+    # The W3C trace context it was recorded in (traced: core.tracing); its deliveries join it.
+    Column("traceparent", String(55), nullable=True),
     # The list queries, newest first: an account's events, every account's (admin keys; and
     # the pruning of old events), one order's.
     Index("ix_events_account_order", "account_id", "created_at", "id"),

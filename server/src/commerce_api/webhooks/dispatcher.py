@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy.engine import Row
 
+from commerce_api.core import tracing
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_outcome
@@ -239,7 +240,7 @@ class Dispatcher:
         body = event_body(event)
         attempted_at = utcnow()
         started = time.perf_counter()
-        status_code, error = await self._sender.post(endpoint, event.id, body, attempted_at)
+        status_code, error = await self._post(endpoint, event, body, attempted_at, attempts_before)
         duration_ms = round((time.perf_counter() - started) * 1000)
         outcome = judge_attempt(
             status_code=status_code,
@@ -272,6 +273,27 @@ class Dispatcher:
                 "duration_ms": duration_ms,
             },
         )
+
+    async def _post(
+        self, endpoint: Any, event: Any, body: str, attempted_at: datetime, attempts_before: int
+    ) -> tuple[int | None, str | None]:
+        """The attempt's POST; traced, in its span (the child of the trace its event was
+        recorded in), whose ``traceparent`` the POST carries."""
+        if not tracing.ENABLED:
+            return await self._sender.post(endpoint, event.id, body, attempted_at)
+        attributes = {
+            "http.request.method": "POST",
+            "commerce.event_id": event.id,
+            "commerce.event_type": event.type,
+            "commerce.endpoint_id": endpoint.id,
+            "commerce.delivery_attempt": attempts_before + 1,
+        }
+        with tracing.delivery_attempt(event.traceparent, attributes) as attempt:
+            outcome = await self._sender.post(
+                endpoint, event.id, body, attempted_at, attempt.traceparent
+            )
+            attempt.finish(*outcome)
+        return outcome
 
     async def _record_batch(self, conn: Executor, batch: list[Finished]) -> list[bool]:
         """Record finished attempts in one transaction; per attempt, whether its claim still

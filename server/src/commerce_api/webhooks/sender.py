@@ -76,17 +76,23 @@ class Sender:
         return secret
 
     async def post(
-        self, endpoint: Any, message_id: str, body: str, attempted_at: datetime
+        self,
+        endpoint: Any,
+        message_id: str,
+        body: str,
+        attempted_at: datetime,
+        traceparent: str | None = None,
     ) -> tuple[int | None, str | None]:
-        """One POST; returns (status code, error). The receiver's body is never stored (it is
-        read, up to a limit, only so that the connection can carry the next attempt)."""
+        """One POST (with a W3C ``traceparent`` header when given: the attempt's span); returns
+        (status code, error). The receiver's body is never stored (it is read, up to a limit,
+        only so that the connection can carry the next attempt)."""
         try:
             target = await resolve(
                 endpoint.url, allow_private=self._settings.allow_private_webhook_urls
             )
         except UnsafeURL as exc:
             return None, f"Refused receiver URL: {exc}"[:_ERROR_LENGTH]
-        headers = (
+        headers: tuple[tuple[str, str], ...] = (
             ("content-type", "application/json"),
             ("webhook-id", message_id),
             ("webhook-timestamp", str(int(attempted_at.timestamp()))),
@@ -97,6 +103,8 @@ class Sender:
                 ),
             ),
         )
+        if traceparent is not None:
+            headers += (("traceparent", traceparent),)
         try:
             # Bounds the attempt as a whole (connecting, sending, the answer), so a receiver
             # that trickles its answer cannot hold a slot (or outlive the claim).
