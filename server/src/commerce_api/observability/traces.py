@@ -80,7 +80,8 @@ def _exporter(name: str) -> SpanExporter:
 
 def start(environ: Mapping[str, str] | None = None) -> bool:
     """Turn tracing on if the ``OTEL_*`` variables ask for it (and it is not on already);
-    whether this call turned it on (then :func:`stop` it at shutdown)."""
+    whether this call turned it on (then :func:`stop` it at shutdown). ``environ`` decides
+    whether (``exporter_names``); the SDK reads the rest from ``os.environ``."""
     if tracing.ENABLED:
         return False
     names = exporter_names(os.environ if environ is None else environ)

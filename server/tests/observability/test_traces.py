@@ -1,0 +1,275 @@
+"""Traces (docs/deployment.md, "Traces"), on every backend, with OpenTelemetry's in-memory
+exporter: an order's request span (the child of the client's ``traceparent``, with its route,
+account and status), its transaction's span (the child of — or linked to — the request's), and
+the later webhook delivery attempt's span in the same trace, whose ``traceparent`` the real
+receiver gets. Off (no ``OTEL_*`` variables), no provider is made and no delivery carries one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from sqlalchemy import select
+
+from commerce_api.app.factory import create_app
+from commerce_api.core import tracing
+from commerce_api.observability import traces
+from commerce_api.settings import Settings
+from commerce_api.storage.db import Database
+from commerce_api.storage.tables import events
+from tests import factories
+from tests.conftest import make_settings
+from tests.helpers import bearer
+from tests.webhook_receiver import Receiver, eventually, running_receiver
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN_ID = "00f067aa0ba902b7"
+INCOMING = f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"
+OTEL_VARIABLES = (
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_otel_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in OTEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return make_settings(
+        database_url,
+        run_dispatcher=True,
+        webhook_poll_seconds=0.05,
+        webhook_timeout_seconds=2.0,
+        webhook_retry_schedule=(0, 0, 0),
+    )
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    memory = InMemorySpanExporter()
+    traces.install(memory)
+    try:
+        yield memory
+    finally:
+        traces.stop()
+
+
+@pytest.fixture
+async def traced_client(
+    exporter: InMemorySpanExporter, settings: Settings
+) -> AsyncIterator[httpx.AsyncClient]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            yield http
+
+
+async def _shop(
+    db: Database, client: httpx.AsyncClient, receiver: Receiver, settings: Settings
+) -> tuple[str, str, str]:
+    """(account id, its client key, a product in stock), with an endpoint for order.created."""
+    account_id = await factories.new_account(db)
+    key = await factories.new_key(db, account_id, environment=settings.environment)
+    admin = await factories.new_key(db, role="admin", environment=settings.environment)
+    product = await factories.create_product(client, admin.secret, inventory_count=100)
+    created = await client.post(
+        "/v1/webhook_endpoints",
+        json={"url": receiver.url("/hook"), "events": ["order.created"]},
+        headers=bearer(key.secret),
+    )
+    assert created.status_code == 201, created.text
+    return account_id, key.secret, product["id"]
+
+
+def _spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    return [span for span in exporter.get_finished_spans() if span.name == name]
+
+
+def _ids(span: ReadableSpan) -> tuple[int, int]:
+    assert span.context is not None
+    return span.context.trace_id, span.context.span_id
+
+
+def _serves(transaction: ReadableSpan, request: ReadableSpan) -> bool:
+    """Whether ``transaction`` is the child of ``request`` or links to it."""
+    _, request_span_id = _ids(request)
+    parent = transaction.parent
+    linked = {link.context.span_id for link in transaction.links}
+    return (parent is not None and parent.span_id == request_span_id) or request_span_id in linked
+
+
+async def test_an_order_is_traced_from_request_to_transaction_to_delivery(
+    db: Database,
+    backend: str,
+    settings: Settings,
+    exporter: InMemorySpanExporter,
+    traced_client: httpx.AsyncClient,
+) -> None:
+    with running_receiver() as receiver:
+        account_id, key, product_id = await _shop(db, traced_client, receiver, settings)
+        response = await traced_client.post(
+            "/v1/orders",
+            json=factories.order_body((product_id, 2)),
+            headers={**bearer(key), "traceparent": INCOMING},
+        )
+        assert response.status_code == 201, response.text
+        await eventually(lambda: bool(receiver.requests("/hook")), within=10, what="a delivery")
+        await eventually(
+            lambda: bool(_spans(exporter, "webhook delivery")), within=5, what="its span"
+        )
+        (received,) = receiver.requests("/hook")
+
+    # The request: the child of the client's span, named and labelled by what answered it.
+    (request,) = _spans(exporter, "POST /v1/orders")
+    assert request.kind is SpanKind.SERVER
+    assert _ids(request)[0] == int(TRACE_ID, 16)
+    assert request.parent is not None
+    assert request.parent.span_id == int(CLIENT_SPAN_ID, 16)
+    attributes = dict(request.attributes or {})
+    assert attributes["http.route"] == "/v1/orders"
+    assert attributes["http.request.method"] == "POST"
+    assert attributes["http.response.status_code"] == 201
+    assert attributes["commerce.account_id"] == account_id
+    assert attributes["commerce.request_id"] == response.headers["x-request-id"]
+
+    # Its transaction: a span of its own, the child of the request (or linked to it).
+    (transaction,) = [t for t in _spans(exporter, "transaction") if _serves(t, request)]
+    assert transaction.kind is SpanKind.CLIENT
+    assert (transaction.attributes or {})["db.system.name"] == backend
+    assert (transaction.attributes or {})["commerce.batch.size"] == 1
+
+    # The delivery, later, in the dispatcher: in the order's trace, the child of its request.
+    (delivery,) = _spans(exporter, "webhook delivery")
+    assert delivery.kind is SpanKind.CLIENT
+    assert _ids(delivery)[0] == int(TRACE_ID, 16)
+    assert delivery.parent is not None
+    assert delivery.parent.span_id == _ids(request)[1]
+    delivered = dict(delivery.attributes or {})
+    assert delivered["commerce.event_type"] == "order.created"
+    assert delivered["commerce.delivery_attempt"] == 1
+    assert delivered["http.response.status_code"] == 200
+    # The receiver's traceparent names the attempt's span, in the order's trace.
+    version, trace_id, span_id, flags = received.headers["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", TRACE_ID, "01")
+    assert int(span_id, 16) == _ids(delivery)[1]
+
+    async with db.read() as conn:
+        stored = await conn.scalar(select(events.c.traceparent))
+    assert stored is not None
+    assert stored.split("-")[1] == TRACE_ID
+
+
+async def test_a_batch_transaction_is_the_child_of_one_request_and_links_the_others(
+    db: Database,
+    settings: Settings,
+    exporter: InMemorySpanExporter,
+    traced_client: httpx.AsyncClient,
+) -> None:
+    with running_receiver() as receiver:
+        _, key, product_id = await _shop(db, traced_client, receiver, settings)
+        exporter.clear()
+        body = factories.order_body((product_id, 1))
+        answers = await asyncio.gather(
+            *(traced_client.post("/v1/orders", json=body, headers=bearer(key)) for _ in range(12))
+        )
+    assert [answer.status_code for answer in answers] == [201] * 12
+
+    requests = _spans(exporter, "POST /v1/orders")
+    transactions = [
+        t for t in _spans(exporter, "transaction") if "commerce.batch.size" in (t.attributes or {})
+    ]
+    assert len(requests) == 12
+    # Each order's request is served by exactly one batch's transaction span.
+    for request in requests:
+        assert len([t for t in transactions if _serves(t, request)]) == 1
+    for transaction in transactions:
+        size = (transaction.attributes or {})["commerce.batch.size"]
+        assert len(transaction.links) == size - 1
+        assert transaction.parent is not None  # the batch's first request
+    # Twelve orders at once: the batch after the first carries several (the links are made).
+    assert any(transaction.links for transaction in transactions)
+
+
+async def test_without_otel_variables_nothing_is_traced(
+    db: Database, settings: Settings, app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    assert tracing.ENABLED is False
+    assert traces.provider() is None
+    assert not isinstance(trace.get_tracer_provider(), SDKTracerProvider)
+    with running_receiver() as receiver:
+        _, key, product_id = await _shop(db, client, receiver, settings)
+        response = await client.post(
+            "/v1/orders",
+            json=factories.order_body((product_id, 1)),
+            headers={**bearer(key), "traceparent": INCOMING},
+        )
+        assert response.status_code == 201, response.text
+        await eventually(lambda: bool(receiver.requests("/hook")), within=10, what="a delivery")
+        (received,) = receiver.requests("/hook")
+    assert "traceparent" not in received.headers
+    async with db.read() as conn:
+        assert await conn.scalar(select(events.c.traceparent)) is None
+    assert traces.provider() is None
+
+
+def test_the_otel_variables_decide_whether_traces_are_exported() -> None:
+    assert traces.exporter_names({}) == []
+    assert traces.exporter_names({"OTEL_TRACES_EXPORTER": "none"}) == []
+    assert traces.exporter_names({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}) == ["otlp"]
+    assert traces.exporter_names({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318"}) == [
+        "otlp"
+    ]
+    assert traces.exporter_names({"OTEL_TRACES_EXPORTER": "otlp,console"}) == ["otlp", "console"]
+    disabled = {"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}
+    assert traces.exporter_names(disabled) == []
+    with pytest.raises(traces.TracingConfigError, match="zipkin"):
+        traces.exporter_names({"OTEL_TRACES_EXPORTER": "zipkin"})
+    grpc = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    with pytest.raises(traces.TracingConfigError, match="http/protobuf"):
+        traces.exporter_names(grpc)
+
+
+def test_otlp_variables_start_an_otlp_exporter_and_stop_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "shop-7")
+    assert traces.start() is True
+    try:
+        assert tracing.ENABLED is True
+        provider = traces.provider()
+        assert provider is not None
+        assert provider.resource.attributes["service.name"] == "shop-7"
+        assert traces.start() is False  # on already
+    finally:
+        traces.stop()
+    assert tracing.ENABLED is False
+    assert traces.provider() is None
+
+
+def test_the_default_service_name_is_the_api_s() -> None:
+    assert traces.start({"OTEL_TRACES_EXPORTER": "console"}) is True
+    try:
+        provider = traces.provider()
+        assert provider is not None
+        assert provider.resource.attributes["service.name"] == traces.SERVICE_NAME
+    finally:
+        traces.stop()
