@@ -202,6 +202,7 @@ async def test_a_batch_transaction_is_the_child_of_one_request_and_links_the_oth
         assert len([t for t in transactions if _serves(t, request)]) == 1
     for transaction in transactions:
         size = (transaction.attributes or {})["commerce.batch.size"]
+        assert isinstance(size, int)
         assert len(transaction.links) == size - 1
         assert transaction.parent is not None  # the batch's first request
     # Twelve orders at once: the batch after the first carries several (the links are made).

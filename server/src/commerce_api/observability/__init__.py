@@ -1,4 +1,4 @@
-"""Metrics and logs for operators.
+"""Metrics, logs and traces (``traces``: the OTEL_* variables) for operators.
 
 May import: ``core``, ``settings`` and ``storage``. (The request pipeline's observer,
 ``http.pipeline.RequestObserver``, hands answered requests here in batches.)
