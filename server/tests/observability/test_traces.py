@@ -8,7 +8,9 @@ receiver gets. Off (no ``OTEL_*`` variables), no provider is made and no deliver
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -29,6 +31,7 @@ from commerce_api.storage.tables import events
 from tests import factories
 from tests.conftest import make_settings
 from tests.helpers import bearer
+from tests.server_process import COMMERCE_API
 from tests.webhook_receiver import Receiver, eventually, running_receiver
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -171,6 +174,15 @@ async def test_an_order_is_traced_from_request_to_transaction_to_delivery(
     assert (version, trace_id, flags) == ("00", TRACE_ID, "01")
     assert int(span_id, 16) == _ids(delivery)[1]
 
+    # A request the routes answer (not the fast lane), and its transaction, the request's child.
+    (endpoint_created,) = _spans(exporter, "POST /v1/webhook_endpoints")
+    assert (endpoint_created.attributes or {})["http.response.status_code"] == 201
+    assert (endpoint_created.attributes or {})["commerce.account_id"] == account_id
+    assert any(
+        t.parent is not None and t.parent.span_id == _ids(endpoint_created)[1]
+        for t in _spans(exporter, "transaction")
+    )
+
     async with db.read() as conn:
         stored = await conn.scalar(select(events.c.traceparent))
     assert stored is not None
@@ -246,6 +258,24 @@ def test_the_otel_variables_decide_whether_traces_are_exported() -> None:
     grpc = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
     with pytest.raises(traces.TracingConfigError, match="http/protobuf"):
         traces.exporter_names(grpc)
+
+
+def test_an_exporter_the_service_cannot_make_stops_the_commands_with_exit_code_2(
+    tmp_path: Path,
+) -> None:
+    env = factories.cli_env(f"sqlite:///{tmp_path / 'shop.db'}", OTEL_TRACES_EXPORTER="zipkin")
+    done = subprocess.run(
+        [str(COMMERCE_API), "worker"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert "OTEL_TRACES_EXPORTER names zipkin" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_otlp_variables_start_an_otlp_exporter_and_stop_turns_it_off(
