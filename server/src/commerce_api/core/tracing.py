@@ -2,9 +2,10 @@
 
 Tracing is off unless the operator's ``OTEL_*`` variables turn it on
 (``observability.traces``, at start-up). Off, every place that would make a span checks
-:data:`ENABLED`, a module-level boolean, and does nothing else: OpenTelemetry is not even
-imported (its import takes ~0.1 s and memory no one asked for). On, the functions below hand
-the work to ``core.spans``, which holds the tracer.
+:data:`ENABLED`, a module-level boolean, and does nothing else: no span, no context, no call
+into OpenTelemetry, and none of its SDK imported (FastAPI imports its API when it is installed,
+with FastAPI's own tracing turned off: ``app.factory``). On, the functions below hand the work
+to ``core.spans``, which holds the tracer.
 
 What is traced (docs/deployment.md, "Traces"):
 
