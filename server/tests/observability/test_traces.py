@@ -8,7 +8,9 @@ receiver gets. Off (no ``OTEL_*`` variables), no provider is made and no deliver
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -241,6 +243,20 @@ async def test_without_otel_variables_nothing_is_traced(
     async with db.read() as conn:
         assert await conn.scalar(select(events.c.traceparent)) is None
     assert traces.provider() is None
+
+
+def test_off_the_service_loads_neither_the_spans_nor_the_sdk() -> None:
+    script = (
+        "import sys, commerce_api.cli, commerce_api.app.factory\n"
+        "loaded = [m for m in sys.modules if m.startswith("
+        "('commerce_api.core.spans', 'opentelemetry.sdk', 'opentelemetry.exporter'))]\n"
+        "print(loaded)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_otel_variables_decide_whether_traces_are_exported() -> None:
