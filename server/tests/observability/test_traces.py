@@ -245,6 +245,26 @@ async def test_without_otel_variables_nothing_is_traced(
     assert traces.provider() is None
 
 
+async def test_an_otlp_endpoint_turns_traces_on_and_they_reach_it(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_receiver() as collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.base_url)
+        application = create_app(make_settings(database_url))
+        async with application.router.lifespan_context(application):
+            assert tracing.ENABLED is True
+            transport = httpx.ASGITransport(app=application)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                assert (await http.get("/healthz")).status_code == 200
+        # The lifespan's end exported what was left, and turned tracing off.
+        assert tracing.ENABLED is False
+        assert traces.provider() is None
+        (exported,) = collector.requests("/v1/traces")
+    assert exported.method == "POST"
+    assert exported.headers["content-type"] == "application/x-protobuf"
+    assert b"/healthz" in exported.body
+
+
 def test_off_the_service_loads_neither_the_spans_nor_the_sdk() -> None:
     script = (
         "import sys, commerce_api.cli, commerce_api.app.factory\n"
