@@ -11,10 +11,10 @@ from commerce_api.core.ids import (
     ID_RANDOM_LENGTH,
     ID_TIME_LENGTH,
     PREFIXES,
-    time_digits,
     looks_like,
     new_id,
     random_token,
+    time_digits,
 )
 
 CONTRACT_PREFIXES = ["prod", "ord", "acct", "key", "we", "evt"]
