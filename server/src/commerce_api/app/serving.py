@@ -33,7 +33,7 @@ from commerce_api.settings import Settings
 # process is gone within about 15 s.
 GRACEFUL_SHUTDOWN_SECONDS = 14
 # I/O threads per worker (see granian_options).
-RUNTIME_THREADS = 2
+RUNTIME_THREADS = 1
 # granian's bounds for its HTTP/1 settings.
 _MAX_HEADER_READ_TIMEOUT_MS = 60_000
 _MIN_HTTP1_BUFFER_BYTES = 8192
@@ -68,12 +68,13 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
         "workers": workers,
         # HTTP/1.1 only: what nginx speaks to its upstreams, and what the limits above cover.
         "http": HTTPModes.http1,
-        # Each worker's I/O on two single-threaded runtimes rather than one multi-threaded
-        # runtime of one thread (granian's default): measured side by side on the bench's
-        # reads, one worker pinned to one core, ~25,000 -> ~28,500 req/s and ~40 -> ~35 µs of
-        # CPU a request (more threads, or two in "mt" mode, gained less); orders alike
-        # (docs/performance.md, issue 30).
-        "runtime_mode": RuntimeModes.st,
+        # Each worker's I/O on granian's default runtime: one thread. Two single-threaded
+        # runtimes measured ~12 % faster on stop 36's machine (reads, one worker pinned to one
+        # core: ~40 -> ~35 µs of CPU a request), but ~18 % slower on stop 37's, another 2-core
+        # machine of the same kind (7 paired runs: 78 vs 95 µs a read; orders within noise):
+        # a second I/O thread pays off only where a thread switch is cheap, and costs where it
+        # is not. The default is the safer bet (docs/performance.md, issue 30).
+        "runtime_mode": RuntimeModes.mt,
         "runtime_threads": RUNTIME_THREADS,
         "http1_settings": http1,
         "websockets": False,
