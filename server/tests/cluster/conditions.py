@@ -7,7 +7,10 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "bench" / "cluster.py"
@@ -40,3 +43,24 @@ def ours(prefix: str) -> list[str]:
     names = [line.split()[0] for line in namespaces.splitlines() if line.strip()]
     names += [line.split(": ")[1].split("@")[0] for line in links.splitlines() if ": " in line]
     return [name for name in names if name.startswith(prefix)]
+
+
+def skip_unless_possible(what: str) -> None:
+    """Skip the calling test, saying why, where the cluster cannot be made."""
+    reason = why_not()
+    if reason is not None:
+        pytest.skip(f"{what} skipped: {reason}")
+
+
+def run_cluster(tag: str, arguments: list[str], output: Path, timeout: float) -> str:
+    """Run ``bench/cluster.py`` with ``arguments`` (its names prefixed ``tag`` + random), assert
+    it exited 0 and left nothing behind, and return what it wrote to ``output``."""
+    prefix = f"{tag}{secrets.token_hex(3)}"
+    command = [sys.executable, str(SCRIPT), *arguments, "--prefix", prefix, "--output", str(output)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert ours(prefix) == []
+    assert list(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"{prefix}-*")) == []
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert prefix not in processes
+    return output.read_text()

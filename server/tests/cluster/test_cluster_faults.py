@@ -12,35 +12,19 @@ CAP_NET_ADMIN), no TUN device, or no wrk / redis-server / PostgreSQL binaries.
 
 from __future__ import annotations
 
-import os
-import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.conditions import ROOT, SCRIPT, ours, why_not
+from tests.cluster.conditions import run_cluster, skip_unless_possible
 
 pytestmark = pytest.mark.slow
 
 
 def test_orders_survive_a_partition_and_a_database_restart(tmp_path: Path) -> None:
-    reason = why_not()
-    if reason is not None:
-        pytest.skip(f"cluster fault run skipped: {reason}")
-    prefix = f"clf{secrets.token_hex(3)}"
-    output = tmp_path / "cluster.md"
-    command = [sys.executable, str(SCRIPT), "--faults-only", "--rtts", "0.5", "--faults", "a,b"]
-    result = subprocess.run(
-        [*command, "--prefix", prefix, "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    text = output.read_text()
+    skip_unless_possible("cluster fault run")
+    arguments = ["--faults-only", "--rtts", "0.5", "--faults", "a,b"]
+    text = run_cluster("clf", arguments, tmp_path / "cluster.md", timeout=300)
     assert "Faults: all checks passed" in text
     rows = [line for line in text.splitlines() if line.startswith("| (")]
     assert [row.split(" | ")[0] for row in rows] == [
@@ -53,7 +37,3 @@ def test_orders_survive_a_partition_and_a_database_restart(tmp_path: Path) -> No
         acked, delivered = int(cells[1].split()[0]), cells[5]
         assert acked > 0, row
         assert delivered == f"{acked}/{acked}", row
-    assert ours(prefix) == []
-    assert list(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"{prefix}-*")) == []
-    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert prefix not in processes

@@ -10,35 +10,16 @@ CAP_NET_ADMIN), no TUN device, or no wrk / redis-server / PostgreSQL binaries.
 
 from __future__ import annotations
 
-import os
-import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.conditions import ROOT, SCRIPT, ours, why_not
+from tests.cluster.conditions import run_cluster, skip_unless_possible
 
 pytestmark = pytest.mark.slow
 
 
 def test_cluster_smoke_passes_and_leaves_nothing(tmp_path: Path) -> None:
-    reason = why_not()
-    if reason is not None:
-        pytest.skip(f"cluster smoke run skipped: {reason}")
-    prefix = f"clt{secrets.token_hex(3)}"
-    output = tmp_path / "cluster.md"
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke", "--prefix", prefix, "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "all checks passed" in output.read_text()
-    assert ours(prefix) == []
-    assert list(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"{prefix}-*")) == []
-    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert prefix not in processes
+    skip_unless_possible("cluster smoke run")
+    text = run_cluster("clt", ["--smoke"], tmp_path / "cluster.md", timeout=240)
+    assert "all checks passed" in text

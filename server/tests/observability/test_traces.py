@@ -34,7 +34,7 @@ from tests import factories
 from tests.conftest import make_settings
 from tests.helpers import bearer
 from tests.server_process import COMMERCE_API
-from tests.webhook_receiver import Receiver, eventually, running_receiver
+from tests.webhook_receiver import Received, Receiver, eventually, running_receiver
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN_ID = "00f067aa0ba902b7"
@@ -104,6 +104,22 @@ async def _shop(
     return account_id, key.secret, product["id"]
 
 
+async def _order_delivered(
+    client: httpx.AsyncClient, key: str, product_id: str, receiver: Receiver
+) -> tuple[httpx.Response, Received]:
+    """Place an order (2 units) under the client's span (``INCOMING``): the response, and its
+    webhook delivery as the receiver got it."""
+    response = await client.post(
+        "/v1/orders",
+        json=factories.order_body((product_id, 2)),
+        headers={**bearer(key), "traceparent": INCOMING},
+    )
+    assert response.status_code == 201, response.text
+    await eventually(lambda: bool(receiver.requests("/hook")), within=10, what="a delivery")
+    (received,) = receiver.requests("/hook")
+    return response, received
+
+
 def _spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
     return [span for span in exporter.get_finished_spans() if span.name == name]
 
@@ -130,17 +146,10 @@ async def test_an_order_is_traced_from_request_to_transaction_to_delivery(
 ) -> None:
     with running_receiver() as receiver:
         account_id, key, product_id = await _shop(db, traced_client, receiver, settings)
-        response = await traced_client.post(
-            "/v1/orders",
-            json=factories.order_body((product_id, 2)),
-            headers={**bearer(key), "traceparent": INCOMING},
-        )
-        assert response.status_code == 201, response.text
-        await eventually(lambda: bool(receiver.requests("/hook")), within=10, what="a delivery")
+        response, received = await _order_delivered(traced_client, key, product_id, receiver)
         await eventually(
             lambda: bool(_spans(exporter, "webhook delivery")), within=5, what="its span"
         )
-        (received,) = receiver.requests("/hook")
 
     # The request: the child of the client's span, named and labelled by what answered it.
     (request,) = _spans(exporter, "POST /v1/orders")
@@ -231,14 +240,7 @@ async def test_without_otel_variables_nothing_is_traced(
     assert not isinstance(trace.get_tracer_provider(), SDKTracerProvider)
     with running_receiver() as receiver:
         _, key, product_id = await _shop(db, client, receiver, settings)
-        response = await client.post(
-            "/v1/orders",
-            json=factories.order_body((product_id, 1)),
-            headers={**bearer(key), "traceparent": INCOMING},
-        )
-        assert response.status_code == 201, response.text
-        await eventually(lambda: bool(receiver.requests("/hook")), within=10, what="a delivery")
-        (received,) = receiver.requests("/hook")
+        _, received = await _order_delivered(client, key, product_id, receiver)
     assert "traceparent" not in received.headers
     async with db.read() as conn:
         assert await conn.scalar(select(events.c.traceparent)) is None
