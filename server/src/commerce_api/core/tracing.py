@@ -24,6 +24,7 @@ What is traced (docs/deployment.md, "Traces"):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -99,6 +100,7 @@ def traced_transaction(
     """Decorate a method that opens a transaction (``Database.write``) with its span when
     tracing is on; off, the method itself is called (and this one boolean read)."""
 
+    @functools.wraps(method)
     def traced(
         owner: Owner, /, *args: P.args, **kwargs: P.kwargs
     ) -> AbstractAsyncContextManager[T]:
@@ -107,8 +109,6 @@ def traced_transaction(
             return opened
         return _active().transaction(opened, str(getattr(owner, "backend", "")), None)
 
-    traced.__doc__ = method.__doc__
-    traced.__name__ = method.__name__
     return traced
 
 
