@@ -30,7 +30,7 @@ from commerce_api.accounts.service import Principal
 from commerce_api.catalog import repository as catalog
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
-from commerce_api.orders import placement
+from commerce_api.orders import desk
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.settings import Environment, Tier
 from commerce_api.storage.db import Database
@@ -191,7 +191,7 @@ async def place_order(
 ) -> dict[str, Any]:
     """An order placed through the placement service (its record)."""
     async with db.write() as conn:
-        return await placement.create_order(conn, principal, order_create(*items), currency)
+        return await desk.create_order(conn, principal, order_create(*items), currency)
 
 
 async def post_order(

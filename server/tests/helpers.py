@@ -22,6 +22,7 @@ from starlette.types import Scope
 
 from commerce_api.app.factory import create_app
 from commerce_api.core.timestamps import utcnow
+from commerce_api.orders import batch_repository
 from commerce_api.orders import repository as orders_repository
 from commerce_api.settings import Settings
 from commerce_api.storage.migrations import alembic_config
@@ -166,7 +167,5 @@ def crash_after_writing_orders(
 
         return crash
 
-    for name in ("insert_orders", "write_placed"):
-        monkeypatch.setattr(
-            orders_repository, name, written_then_crash(getattr(orders_repository, name))
-        )
+    for module, name in ((orders_repository, "insert_orders"), (batch_repository, "write_placed")):
+        monkeypatch.setattr(module, name, written_then_crash(getattr(module, name)))

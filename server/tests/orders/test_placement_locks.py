@@ -1,12 +1,17 @@
 """A PostgreSQL batch whose unlocked read turned out stale decides again under the locks.
 
-Rolling back to a savepoint gives up the row locks taken after it, so the batch must lock its
-products again before it plans anew: otherwise another process may take the stock between the
-new plan and its write (the check constraint would then fail the whole batch).
+The usual batch locks its products, checks them and takes the stock in one statement
+(``batch_repository.finish_placed`` with ``lock``); when the locked rows differ from the read,
+it rolls back to its savepoint. Rolling back gives up the row locks taken after the savepoint,
+so the batch must lock its products again before it plans anew: otherwise another process may
+take the stock between the new plan and its write (the check constraint would then fail the
+whole batch). The rollback also takes back the stock's notification, which must then be sent
+by the statement that takes the stock for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,8 +19,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from commerce_api.orders import repository
+from commerce_api.core.errors import APIError
+from commerce_api.orders import batch_repository, repository
 from commerce_api.orders.placement import OrderRequest, PlacementResult, place_batch
+from commerce_api.storage import freshness
 from commerce_api.storage.db import Database, Executor
 from tests import factories
 
@@ -29,7 +36,7 @@ async def test_a_batch_that_decides_again_holds_its_products_locked_until_it_wri
         customer = await factories.new_customer(db, "Relock")
         product_id = await factories.new_product(db, stock=10)
         real_stock_of = repository.stock_of
-        real_finish = repository.finish_placed
+        real_finish = batch_repository.finish_placed
         locked_at_finish: list[bool] = []
 
         async def stale_unlocked_read(
@@ -44,12 +51,15 @@ async def test_a_batch_that_decides_again_holds_its_products_locked_until_it_wri
                 for row in rows
             ]
 
-        async def finish_while_checking_the_lock(conn: Executor, *args: Any) -> None:
-            locked_at_finish.append(await _locked_elsewhere(db, product_id))
-            await real_finish(conn, *args)
+        async def finish_while_checking_the_lock(
+            conn: Executor, *args: Any, **kwargs: Any
+        ) -> list[Any]:
+            if not kwargs.get("lock"):  # the finish after deciding again, under the locks
+                locked_at_finish.append(await _locked_elsewhere(db, product_id))
+            return await real_finish(conn, *args, **kwargs)
 
         monkeypatch.setattr(repository, "stock_of", stale_unlocked_read)
-        monkeypatch.setattr(repository, "finish_placed", finish_while_checking_the_lock)
+        monkeypatch.setattr(batch_repository, "finish_placed", finish_while_checking_the_lock)
 
         async with db.write_batch() as conn:
             [result] = await place_batch(
@@ -62,6 +72,77 @@ async def test_a_batch_that_decides_again_holds_its_products_locked_until_it_wri
         assert isinstance(result, PlacementResult)
         assert result.status == 201
         assert locked_at_finish == [True]
+        assert await _stock(db, product_id) == 7
+
+
+def stale_read(monkeypatch: pytest.MonkeyPatch, **changes: int) -> None:
+    """The batch's unlocked read of the products sees ``changes`` added to their columns (as if
+    another request changed them since); its locked reads see the truth."""
+    real_stock_of = repository.stock_of
+
+    async def stale(conn: Executor, product_ids: set[str], *, lock: bool) -> list[Any]:
+        rows = await real_stock_of(conn, product_ids, lock=lock)
+        if lock:
+            return rows
+        return [
+            SimpleNamespace(
+                **{
+                    **row._asdict(),
+                    **{name: getattr(row, name) + n for name, n in changes.items()},
+                }
+            )
+            for row in rows
+        ]
+
+    monkeypatch.setattr(repository, "stock_of", stale)
+
+
+async def test_units_another_batch_took_are_not_taken_and_the_order_is_refused(
+    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with factories.opened(postgresql_database_url) as db:
+        customer = await factories.new_customer(db, "Sold meanwhile")
+        product_id = await factories.new_product(db, stock=2)
+        stale_read(monkeypatch, inventory_count=5)  # read 7 while 2 are left
+
+        async with db.write_batch() as conn:
+            [result] = await place_batch(
+                conn,
+                [OrderRequest(customer.principal, factories.order_create((product_id, 3)))],
+                currency="USD",
+                secret_box=None,
+            )
+
+        assert isinstance(result, APIError)
+        assert result.status == 409
+        assert "2 available" in result.message
+        assert await _stock(db, product_id) == 2
+        async with db.read() as conn:
+            assert await conn.scalar(text("SELECT count(*) FROM orders")) == 0
+
+
+async def test_the_stock_notification_a_rollback_took_back_is_sent_at_the_commit(
+    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with factories.opened(postgresql_database_url) as db:
+        customer = await factories.new_customer(db, "Told")
+        product_id = await factories.new_product(db, stock=10)
+        stale_read(monkeypatch, price_minor=1)
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        async with db.engine.connect() as listening:
+            raw = (await listening.get_raw_connection()).driver_connection
+            assert raw is not None
+            await raw.add_listener(freshness.CHANNEL, lambda *args: heard.put_nowait(args[-1]))
+            async with db.write_batch() as conn:
+                [result] = await place_batch(
+                    conn,
+                    [OrderRequest(customer.principal, factories.order_create((product_id, 3)))],
+                    currency="USD",
+                    secret_box=None,
+                )
+            assert isinstance(result, PlacementResult)
+            assert result.status == 201
+            assert await asyncio.wait_for(heard.get(), timeout=5) == freshness.STOCK
         assert await _stock(db, product_id) == 7
 
 

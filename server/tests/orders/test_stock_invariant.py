@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError
-from commerce_api.orders import placement, service
+from commerce_api.orders import desk, service
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, order_items, orders, products
@@ -199,7 +199,7 @@ def create_order(principal: Principal, product_ids: list[str], step: Create) -> 
     request = order_request(product_ids, step.lines)
 
     async def work(conn: AsyncConnection) -> dict[str, Any]:
-        return await placement.create_order(conn, principal, request, "USD")
+        return await desk.create_order(conn, principal, request, "USD")
 
     return work
 
@@ -338,7 +338,7 @@ async def test_a_crash_before_the_event_rolls_back_the_reservation(
 
     with pytest.raises(RuntimeError, match="crash while writing the event"):
         async with db.write() as conn:
-            await placement.create_order(
+            await desk.create_order(
                 conn, principal, order_request(product_ids, [(0, 3), (1, 2)]), "USD"
             )
 

@@ -15,7 +15,7 @@ loop itself is under test). The receivers are real HTTP servers on 127.0.0.1 (se
 ``tests/webhook_receiver.py``), and every delivery they get is verified with
 ``standardwebhooks`` as an integrator would. Data is set up through the services: an account
 and a client principal, a product, endpoints (``webhooks.service.create_endpoint``) and orders
-(``orders.placement.create_order``, which records ``order.created`` and its deliveries).
+(``orders.desk.create_order``, which records ``order.created`` and its deliveries).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from commerce_api.http.services import RequestServices
-from commerce_api.orders.placement import OrderDesk
+from commerce_api.orders.desk import OrderDesk
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
 from commerce_api.readpath.service import ReadPath

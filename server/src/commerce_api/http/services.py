@@ -49,7 +49,7 @@ class PlacedOrder(Protocol):
 
 
 class OrderPlacer(Protocol):
-    """The order desk (``orders.placement.OrderDesk``), given an ``orders.placement.OrderRequest``
+    """The order desk (``orders.desk.OrderDesk``), given an ``orders.placement.OrderRequest``
     (a type of the package above this layer)."""
 
     async def place(self, request: Any) -> PlacedOrder: ...

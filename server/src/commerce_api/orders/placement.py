@@ -1,6 +1,6 @@
 """Placing orders: one implementation for both backends, in batches that share a commit.
 
-Orders that arrive at the same moment are placed together (:class:`OrderDesk`, a group commit
+Orders that arrive at the same moment are placed together (``desk.OrderDesk``, a group commit
 built on ``commerce_api.storage.group_commit``): one write transaction, one durable commit, and a
 fixed number of statements per batch however many orders it carries (:func:`place_batch`):
 
@@ -13,7 +13,7 @@ fixed number of statements per batch however many orders it carries (:func:`plac
    orders placed one after another would get — first come, first served, and the same "N
    available" in the message. Write what was decided, inside a savepoint: the orders, their
    lines, their ``order.created`` events and outbox deliveries (on PostgreSQL one statement).
-3. Lock the products (``SELECT … FOR UPDATE`` in id order; on SQLite the transaction's write
+3. Lock the products (``FOR NO KEY UPDATE`` in id order; on SQLite the transaction's write
    lock already excludes every other writer), then the existing key rows, and compare them
    with what step 1 read. If they would change a decision — another process sold the units
    this batch counted on, a price changed, a key's first request finished — roll back to the
@@ -21,12 +21,16 @@ fixed number of statements per batch however many orders it carries (:func:`plac
 4. Store each key's outcome in its row and take the stock (one decrement per product, the
    batch's sum; on PostgreSQL one statement with the stock's notification), and commit.
 
-This module decides; its statements are ``repository``'s. On PostgreSQL a batch waits on the
-wire eight times whatever its size (``BEGIN``, claim, read, savepoint, write, lock, store,
-``COMMIT``): round trips are what an order costs with the database a millisecond away.
-
-A hot product is locked for steps 3 and 4 only (two round trips and the commit). Locks are taken
-in one order everywhere (new keys, products by id, existing key rows; a cancel: products, key).
+On PostgreSQL a batch with no key row found in step 1 (the usual batch: new keys, or none)
+runs steps 3 and 4 as one statement (``batch_repository.finish_placed`` with ``lock``): it
+locks the products, takes only units that are there, stores the outcomes and returns the
+locked rows as they were; if they differ from step 1's, the savepoint undoes it all and the
+batch goes on as above. So a batch waits on the wire seven times whatever its size
+(``BEGIN``, claim, read, savepoint, write, lock-and-store, ``COMMIT``) — round trips are what
+an order costs with the database a millisecond away — and a hot product stays locked for one
+round trip and the commit. Locks are taken in one order everywhere (new keys, products by id,
+existing key rows; a cancel: products, key). This module decides; the statements are
+``repository``'s and ``batch_repository``'s.
 
 Every order, its stock change, event, deliveries, audit row and stored response are in one
 transaction, and no caller is answered before its commit returned: a failed commit answers every
@@ -50,7 +54,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
@@ -60,7 +63,7 @@ from commerce_api.core.timestamps import utcnow
 from commerce_api.events.service import NewEvent, event_rows, record_events
 from commerce_api.http import idempotency
 from commerce_api.http.routing import JSON
-from commerce_api.orders import repository
+from commerce_api.orders import batch_repository, repository
 from commerce_api.orders.domain import EVENT_FOR_STATUS, Line, OrderStatus
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.orders.service import (
@@ -69,9 +72,9 @@ from commerce_api.orders.service import (
     render_order,
     requested_lines,
 )
+from commerce_api.storage import freshness
 from commerce_api.storage.crypto import SecretBox
-from commerce_api.storage.db import Database, Executor
-from commerce_api.storage.group_commit import GroupCommit
+from commerce_api.storage.db import Executor
 
 CREATED = EVENT_FOR_STATUS[OrderStatus.PENDING]
 
@@ -170,6 +173,15 @@ async def place_batch(
     else:
         await repository.begin_savepoint(conn)
         plan = await _place(conn, requests, read_stock, read_keys, now, currency, secret_box)
+        if not existing:  # the usual batch: lock, check and finish in one statement
+            with_row = claimed | read_keys.keys()
+            locked = await batch_repository.finish_placed(
+                conn, plan.key_outcomes, with_row, _taken(plan), lock=product_ids
+            )
+            if plan.holds_for(_as_stock(locked)):
+                return plan.results
+            await repository.rollback_to_savepoint(conn)
+            freshness.unsay(conn, freshness.STOCK)  # the rollback took its notification back
         locked_stock = await _products(conn, product_ids, lock=True)
         locked_keys = await _keys(conn, existing, lock=True)
         if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
@@ -182,13 +194,18 @@ async def place_batch(
             )
         read_keys = locked_keys
         # No RELEASE: the commit ends the savepoint with the transaction (a round trip less).
-    taken = [(pid, stock.taken) for pid, stock in sorted(plan.stock.items()) if stock.taken]
     if locked_already:
         await repository.store_key_outcomes(conn, plan.key_outcomes, set(read_keys))
-        await repository.take_stock(conn, taken)
+        await repository.take_stock(conn, _taken(plan))
     else:
-        await repository.finish_placed(conn, plan.key_outcomes, claimed | read_keys.keys(), taken)
+        with_row = claimed | read_keys.keys()
+        await batch_repository.finish_placed(conn, plan.key_outcomes, with_row, _taken(plan))
     return plan.results
+
+
+def _taken(plan: _Plan) -> list[tuple[str, int]]:
+    """``(product_id, units)`` the plan takes, in id order."""
+    return [(pid, stock.taken) for pid, stock in sorted(plan.stock.items()) if stock.taken]
 
 
 async def _place(
@@ -257,7 +274,7 @@ async def _place(
         await record_events(conn, CREATED, new_events)
     else:  # one statement, one round trip
         events = event_rows(CREATED, new_events)
-        await repository.write_placed(conn, new_orders, rows, events, trail, CREATED)
+        await batch_repository.write_placed(conn, new_orders, rows, events, trail, CREATED)
     outcomes = _key_outcomes(requests, results, to_store, now, secret_box)
     return _Plan([result for result in results if result is not None], stock, outcomes)
 
@@ -287,7 +304,10 @@ def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:
 async def _products(conn: Executor, product_ids: set[str], *, lock: bool) -> dict[str, _Stock]:
     """The active products among ``product_ids`` as stock to take from (see
     ``repository.stock_of``)."""
-    rows = await repository.stock_of(conn, product_ids, lock=lock)
+    return _as_stock(await repository.stock_of(conn, product_ids, lock=lock))
+
+
+def _as_stock(rows: Sequence[Any]) -> dict[str, _Stock]:
     return {row.id: _Stock(row.inventory_count, row.name, row.price_minor) for row in rows}
 
 
@@ -351,50 +371,3 @@ def _key_outcomes(
         values.update(fingerprint=keyed.fingerprint, locked_at=now, created_at=created_at)
         rows.append({"scope": keyed.scope, "key": keyed.key, **values})
     return rows
-
-
-def _key_of(request: OrderRequest) -> tuple[str, str] | None:
-    return None if request.keyed is None else (request.keyed.scope, request.keyed.key)
-
-
-async def create_order(
-    conn: AsyncConnection, principal: Principal, data: OrderCreate, currency: str
-) -> dict[str, Any]:
-    """Place one order without a key in the caller's transaction (the CLI and tests); its
-    record, or the order's 4xx raised."""
-    (result,) = await place_batch(
-        conn, [OrderRequest(principal, data)], currency=currency, secret_box=None
-    )
-    if isinstance(result, APIError):
-        raise result
-    assert result.order is not None
-    return result.order
-
-
-class OrderDesk:
-    """Where a process places its orders: a group commit of :func:`place_batch`."""
-
-    def __init__(self, db: Database, currency: str, secret_box: SecretBox) -> None:
-        self._currency = currency
-        self._secret_box = secret_box
-        self._batches: GroupCommit[OrderRequest, Result] = GroupCommit(
-            db, self._place, exclusive=_key_of, traceparent_of=lambda request: request.traceparent
-        )
-
-    async def _place(self, conn: Executor, batch: list[OrderRequest]) -> list[Result]:
-        return await place_batch(conn, batch, currency=self._currency, secret_box=self._secret_box)
-
-    async def place(self, request: OrderRequest) -> PlacementResult:
-        """The order's outcome once it is durable; raises the errors that are not stored."""
-        result = await self._batches.submit(request)
-        if isinstance(result, APIError):
-            raise result
-        return result
-
-    @property
-    def stats(self) -> tuple[int, int]:
-        """(batches committed, orders they carried): for tests and the benchmark."""
-        return self._batches.batches, self._batches.items
-
-    async def close(self) -> None:
-        await self._batches.close()

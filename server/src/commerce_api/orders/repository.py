@@ -3,7 +3,7 @@ placed with them (the order desk's statements: ``placement.py`` decides, these w
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,14 +18,12 @@ from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import (
     ORDER_IS_PENDING,
     audit_events,
-    events,
     order_items,
     orders,
     products,
 )
 from commerce_api.storage.tables import idempotency_keys as keys
 from commerce_api.storage.unnest import Columns
-from commerce_api.webhooks.repository import subscribed_deliveries_sql
 
 
 async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -> None:
@@ -246,14 +244,14 @@ async def claim_keys(conn: Executor, claims: Sequence[Mapping[str, Any]]) -> set
 _CLAIMS: dict[tuple[Any, ...], tuple[str, Columns]] = {}
 
 
-_KEY_OUTCOME = (
+KEY_OUTCOME = (
     *("fingerprint", "state", "locked_at", "created_at"),
     *("response_status", "response_headers", "response_body"),
 )
 _STORE_OUTCOME = (
     update(keys)
     .where(keys.c.scope == bindparam("match_scope"), keys.c.key == bindparam("match_key"))
-    .values({name: bindparam(f"new_{name}") for name in _KEY_OUTCOME})
+    .values({name: bindparam(f"new_{name}") for name in KEY_OUTCOME})
 )
 
 
@@ -264,7 +262,7 @@ async def store_key_outcomes(
     the batch, or found), inserted where none does (a new key on SQLite)."""
     changed = [
         {
-            **{f"new_{name}": row[name] for name in _KEY_OUTCOME},
+            **{f"new_{name}": row[name] for name in KEY_OUTCOME},
             "match_scope": row["scope"],
             "match_key": row["key"],
         }
@@ -283,108 +281,3 @@ async def begin_savepoint(conn: Executor) -> None:
 
 async def rollback_to_savepoint(conn: Executor) -> None:
     await conn.exec_driver_sql("ROLLBACK TO SAVEPOINT placement")
-
-
-# --- PostgreSQL: the batch's writes in two statements (round trips), not eight ----------------
-#
-# Each statement is data-modifying ``WITH`` over arrays (``storage.unnest``), built once per
-# shape of the rows (their column names) and cached. SQLite runs the statements above: its
-# round trips are function calls.
-
-_WRITES: dict[tuple[Any, ...], tuple[str, tuple[Columns, ...]]] = {}
-
-
-async def write_placed(
-    conn: Executor,
-    new_orders: Sequence[Mapping[str, Any]],
-    lines: Sequence[Mapping[str, Any]],
-    new_events: Sequence[Mapping[str, Any]],
-    trail: Sequence[Mapping[str, Any]],
-    event_type: str,
-) -> None:
-    """PostgreSQL: the batch's orders, their lines, their events (all of ``event_type``), the
-    events' deliveries to the endpoints that want them and the orders' audit rows (``trail``),
-    in one statement."""
-    if not new_orders:
-        return
-    shape = (
-        *(id(conn.dialect), tuple(new_orders[0]), tuple(lines[0])),
-        *(tuple(new_events[0]), tuple(trail[0])),
-    )
-    found = _WRITES.get(shape)
-    if found is None:
-        sets = (
-            Columns(orders, shape[1], "o"),
-            Columns(order_items, shape[2], "i"),
-            Columns(events, shape[3], "e"),
-            Columns(audit_events, shape[4], "a"),
-        )
-        first = [1]
-        for columns in sets:
-            first.append(first[-1] + len(columns))
-        type_param = f"${first[4]}::text"
-        sql = (
-            f"WITH placed_orders AS ({sets[0].insert(conn.dialect, first[0])}),"
-            f" placed_lines AS ({sets[1].insert(conn.dialect, first[1])}),"
-            f" placed_audit AS ({sets[3].insert(conn.dialect, first[3])}),"
-            f" placed_events AS ({sets[2].insert(conn.dialect, first[2])}"
-            " RETURNING id, account_id, created_at)"
-            f" {subscribed_deliveries_sql('placed_events', type_param)}"
-        )
-        found = _WRITES[shape] = (sql, sets)
-    sql, (order_set, line_set, event_set, audit_set) = found
-    params = [
-        *order_set.arrays(conn.dialect, new_orders),
-        *line_set.arrays(conn.dialect, lines),
-        *event_set.arrays(conn.dialect, new_events),
-        *audit_set.arrays(conn.dialect, trail),
-        event_type,
-    ]
-    await conn.exec_driver_sql(sql, tuple(params))
-
-
-_FINISHES: dict[tuple[Any, ...], tuple[str, Columns]] = {}
-_TAKEN = Columns(products, ("id", "inventory_count"), "taken")
-
-
-async def finish_placed(
-    conn: Executor,
-    key_outcomes: Sequence[Mapping[str, Any]],
-    with_row: Collection[tuple[str, str]],
-    taken: Sequence[tuple[str, int]],
-) -> None:
-    """PostgreSQL: the keys' outcomes into their rows (``with_row``: claimed or found by the
-    batch, locked), the stock taken (``(product_id, units)``, the rows locked) and the stock's
-    notification, in one statement."""
-    outcomes = [row for row in key_outcomes if (row["scope"], row["key"]) in with_row]
-    # A key whose row went between its claim and the read (pruned meanwhile): written anew.
-    gone = [row for row in key_outcomes if (row["scope"], row["key"]) not in with_row]
-    await store_key_outcomes(conn, gone, set(with_row))
-    notify = bool(taken) and freshness.unsaid(conn, freshness.STOCK)
-    if not outcomes and not taken:
-        return
-    names = tuple(outcomes[0]) if outcomes else ("scope", "key", *_KEY_OUTCOME)
-    shape = (id(conn.dialect), names)
-    found = _FINISHES.get(shape)
-    if found is None:
-        key_set = Columns(keys, names, "outcome")
-        stock_first = 1 + len(key_set)
-        assignments = ", ".join(f"{name} = outcome.{name}" for name in _KEY_OUTCOME)
-        sql = (
-            f"WITH stored AS (UPDATE {keys.name} SET {assignments}"  # noqa: S608 - names, no input
-            f" FROM {key_set.source(conn.dialect, 1)}"
-            f" WHERE {keys.name}.scope = outcome.scope AND {keys.name}.key = outcome.key),"
-            " stock AS (UPDATE products SET inventory_count = products.inventory_count"
-            f" - taken.inventory_count FROM {_TAKEN.source(conn.dialect, stock_first)}"
-            " WHERE products.id = taken.id)"
-            f" SELECT {freshness.notify_sql(freshness.STOCK)} WHERE ${stock_first + 2}::boolean"
-        )
-        found = _FINISHES[shape] = (sql, key_set)
-    sql, key_set = found
-    stock = [{"id": product_id, "inventory_count": units} for product_id, units in taken]
-    params = [
-        *key_set.arrays(conn.dialect, outcomes),
-        *_TAKEN.arrays(conn.dialect, stock),
-        notify,
-    ]
-    await conn.exec_driver_sql(sql, tuple(params))

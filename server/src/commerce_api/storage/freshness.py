@@ -94,6 +94,15 @@ def unsaid(conn: Executor, name: str) -> bool:
     return True
 
 
+def unsay(conn: Executor, name: str) -> None:
+    """Forget that ``name``'s notification was sent in this transaction: the statement that
+    sent it was rolled back (to a savepoint). At worst it is sent twice, which PostgreSQL
+    delivers once."""
+    changed: set[str] | None = conn.info.get(CHANGED)
+    if changed is not None:
+        changed.discard(name)
+
+
 def notify_sql(name: str) -> str:
     """The SQL expression that sends the notification for ``name`` (a constant of this
     module): for a statement that does it beside its own work, after :func:`unsaid`."""
