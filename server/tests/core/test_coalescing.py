@@ -169,3 +169,43 @@ async def test_close_waits_for_what_was_submitted() -> None:
     await closing
     assert task.done()
     assert task.result() == "A"
+
+
+async def test_with_two_in_flight_a_batch_is_sent_while_one_waits() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(sender.send, in_flight=2)
+    sender.gate.clear()
+    first = asyncio.create_task(batcher.submit("a"))
+    await sender.started.wait()
+    second = asyncio.create_task(batcher.submit("b"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sender.batches == [["a"], ["b"]]  # sent before the first returned
+    third = [asyncio.create_task(batcher.submit(x)) for x in "cd"]  # two in flight: they wait
+    await asyncio.sleep(0)
+    assert sender.batches == [["a"], ["b"]]
+    sender.gate.set()
+    assert [await first, await second, *[await task for task in third]] == ["A", "B", "C", "D"]
+    assert sorted(sender.batches[2:]) == [["c", "d"]]
+
+
+async def test_an_exclusive_key_is_never_in_two_batches_in_flight() -> None:
+    sender = Sender()
+    batcher: RequestBatcher[str, str] = RequestBatcher(
+        sender.send, in_flight=2, exclusive=lambda x: x[0]
+    )
+    sender.gate.clear()
+    first = asyncio.create_task(batcher.submit("k1"))
+    await sender.started.wait()
+    again = asyncio.create_task(batcher.submit("k2"))  # the same key: waits for k1's batch
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sender.batches == [["k1"]]
+    other = asyncio.create_task(batcher.submit("j1"))  # another key: goes at once
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sender.batches == [["k1"], ["j1"]]
+    sender.gate.set()
+    assert [await first, await again, await other] == ["K1", "K2", "J1"]
+    assert sender.batches == [["k1"], ["j1"], ["k2"]]
+    await batcher.close()

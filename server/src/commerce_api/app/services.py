@@ -86,7 +86,9 @@ async def open_services(settings: Settings) -> Services:
         rate_limiter=RateLimiter(settings, rate_limit_store(settings)),
         secret_box=secret_box,
         read_path=await ReadPath.open(db, settings.environment),
-        orders=OrderDesk(db, settings.currency, secret_box),
+        orders=OrderDesk(
+            db, settings.currency, secret_box, in_flight=settings.order_batches_in_flight
+        ),
     )
 
 

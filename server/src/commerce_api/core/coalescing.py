@@ -33,7 +33,12 @@ Send = Callable[[list[A]], Awaitable[Sequence[R | BaseException]]]
 class RequestBatcher(Generic[A, R]):
     """``await batcher.submit(arg)``: ``arg`` joins the next batch, and ``send(args)`` returns
     one outcome per arg, in order: a result, or an exception that is raised to that caller
-    alone. If ``send`` raises, every caller of the batch gets the error."""
+    alone. If ``send`` raises, every caller of the batch gets the error.
+
+    ``in_flight``: how many batches may be sent at once (1: a batch is sent when the one before
+    returned). More overlap the waits of a send that is mostly waiting (a transaction whose
+    statements cross a network): the next batch forms and is sent while one waits. Callers with
+    the same ``exclusive`` key are never in two batches in flight at once."""
 
     def __init__(
         self,
@@ -41,29 +46,32 @@ class RequestBatcher(Generic[A, R]):
         *,
         max_batch: int | None = None,
         exclusive: Callable[[A], Hashable | None] | None = None,
+        in_flight: int = 1,
         name: str = "request-batcher",
     ) -> None:
         self._send = send
         self._max_batch = max_batch
         self._exclusive = exclusive
+        self._in_flight = in_flight
         self._name = name
         self._pending: list[tuple[A, asyncio.Future[R]]] = []
-        self._runner: asyncio.Task[None] | None = None
+        self._runners: set[asyncio.Task[None]] = set()
+        self._sending: set[Hashable] = set()  # the exclusive keys of the batches in flight
 
     async def submit(self, arg: A) -> R:
         """``arg``'s outcome, from the first batch sent after it arrived that has room for it."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._pending.append((arg, future))
-        if self._runner is None:
-            self._runner = asyncio.create_task(self._drain(), name=self._name)
+        if len(self._runners) < self._in_flight:
+            self._runners.add(asyncio.create_task(self._drain(), name=self._name))
         # A caller that is cancelled cancels only its own future: its arg stays in its batch
         # (it may already be written), and the batch serves the others.
         return await future
 
     async def close(self) -> None:
         """Wait until the args already submitted have been sent."""
-        if self._runner is not None:
-            await asyncio.shield(self._runner)
+        while self._runners:
+            await asyncio.shield(asyncio.gather(*self._runners))
 
     def _next_batch(self) -> list[tuple[A, asyncio.Future[R]]]:
         if self._max_batch is None and self._exclusive is None:
@@ -71,7 +79,7 @@ class RequestBatcher(Generic[A, R]):
             return everyone
         batch: list[tuple[A, asyncio.Future[R]]] = []
         later: list[tuple[A, asyncio.Future[R]]] = []
-        seen: set[Hashable] = set()
+        seen = self._sending
         for waiting in self._pending:
             key = None if self._exclusive is None else self._exclusive(waiting[0])
             full = self._max_batch is not None and len(batch) >= self._max_batch
@@ -85,9 +93,13 @@ class RequestBatcher(Generic[A, R]):
         return batch
 
     async def _drain(self) -> None:
+        # Runs while there is a batch to send; one that only exclusive keys in flight hold back
+        # is left to the runner sending those (it looks again when its batch returned).
         try:
             while self._pending:
                 batch = self._next_batch()
+                if not batch:
+                    return
                 try:
                     outcomes: Sequence[R | BaseException] = await self._send(
                         [arg for arg, _ in batch]
@@ -98,13 +110,19 @@ class RequestBatcher(Generic[A, R]):
                     for _, future in batch:
                         _settle(future, exc)
                     raise
+                finally:
+                    if self._exclusive is not None:
+                        for arg, _ in batch:
+                            self._sending.discard(self._exclusive(arg))
                 for (_, future), outcome in zip(batch, outcomes, strict=True):
                     _settle(future, outcome)
-        finally:
-            self._runner = None
-            for _, future in self._pending:  # only after a cancellation: nobody will send them
+        except BaseException:
+            for _, future in self._pending:  # cancelled: nobody will send them
                 _settle(future, RuntimeError(f"{self._name} stopped"))
             self._pending.clear()
+            raise
+        finally:  # at once, not when the task is done: a caller arriving now starts another
+            self._runners.discard(asyncio.current_task())
 
 
 def _settle(future: asyncio.Future[R], outcome: R | BaseException) -> None:

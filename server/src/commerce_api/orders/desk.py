@@ -38,11 +38,21 @@ async def create_order(
 class OrderDesk:
     """Where a process places its orders: a group commit of :func:`place_batch`."""
 
-    def __init__(self, db: Database, currency: str, secret_box: SecretBox) -> None:
+    def __init__(
+        self, db: Database, currency: str, secret_box: SecretBox, *, in_flight: int = 1
+    ) -> None:
+        """``in_flight``: batches in their transactions at once (``COMMERCE_ORDER_BATCHES_IN_
+        FLIGHT``), on PostgreSQL: a second overlaps the first's waits on the wire, the row locks
+        ordering the two as they order other processes' batches. SQLite's batches take turns
+        on the file's write lock: one at a time."""
         self._currency = currency
         self._secret_box = secret_box
         self._batches: GroupCommit[OrderRequest, Result] = GroupCommit(
-            db, self._place, exclusive=_key_of, traceparent_of=lambda request: request.traceparent
+            db,
+            self._place,
+            exclusive=_key_of,
+            in_flight=1 if db.is_sqlite else in_flight,
+            traceparent_of=lambda request: request.traceparent,
         )
 
     async def _place(self, conn: Executor, batch: list[OrderRequest]) -> list[Result]:

@@ -23,8 +23,10 @@ Traced (``core.tracing``), a batch's transaction is one span: the child of the f
 request span, linked to every other item's (``traceparent_of`` names each item's), because
 one transaction serves many requests and a span has one parent.
 
-One batch is in flight per process at a time; several processes (or machines) each run their
-own, serialised by the database's locks as any other writers. The queue is
+One batch is in flight per process at a time, or ``in_flight``: on PostgreSQL a batch spends most
+of its time waiting on the wire when the database is on another host, and a second batch in its
+own transaction overlaps those waits. Batches in flight at once, of one process or of several
+(or machines), are serialised by the database's locks as any other writers. The queue is
 ``core.coalescing.RequestBatcher``'s; this module adds the transaction around each batch.
 """
 
@@ -57,16 +59,22 @@ class GroupCommit(Generic[ItemT, ResultT]):
         *,
         exclusive: Callable[[ItemT], Hashable | None] = lambda item: None,
         max_batch: int = MAX_BATCH,
+        in_flight: int = 1,
         traceparent_of: Callable[[ItemT], str | None] = lambda item: None,
     ) -> None:
         """``run_batch(conn, items)`` writes the items in the transaction it is given and
         returns one result per item, in order; it must not commit or roll back.
-        ``traceparent_of(item)``: the trace context the item was submitted in, if any."""
+        ``in_flight``: how many batches may be in their transactions at once (see the module
+        doc). ``traceparent_of(item)``: the trace context the item was submitted in, if any."""
         self._db = db
         self._traceparent_of = traceparent_of
         self._run_batch = run_batch
         self._batcher: RequestBatcher[ItemT, ResultT] = RequestBatcher(
-            self._commit, max_batch=max_batch, exclusive=exclusive, name="group-commit"
+            self._commit,
+            max_batch=max_batch,
+            exclusive=exclusive,
+            in_flight=in_flight,
+            name="group-commit",
         )
         self.batches = 0  # for tests and the benchmark: how many commits carried the items
         self.items = 0
