@@ -19,9 +19,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError
 from commerce_api.orders import batch_repository, repository
-from commerce_api.orders.placement import OrderRequest, PlacementResult, place_batch
+from commerce_api.orders.placement import OrderRequest, PlacementResult, Result, place_batch
 from commerce_api.storage import freshness
 from commerce_api.storage.db import Database, Executor
 from tests import factories
@@ -35,21 +36,8 @@ async def test_a_batch_that_decides_again_holds_its_products_locked_until_it_wri
     async with factories.opened(postgresql_database_url) as db:
         customer = await factories.new_customer(db, "Relock")
         product_id = await factories.new_product(db, stock=10)
-        real_stock_of = repository.stock_of
         real_finish = batch_repository.finish_placed
         locked_at_finish: list[bool] = []
-
-        async def stale_unlocked_read(
-            conn: Executor, product_ids: set[str], *, lock: bool
-        ) -> list[Any]:
-            rows = await real_stock_of(conn, product_ids, lock=lock)
-            if lock:
-                return rows
-            # A price another request changed since: the locked read will differ.
-            return [
-                SimpleNamespace(**{**row._asdict(), "price_minor": row.price_minor + 1})
-                for row in rows
-            ]
 
         async def finish_while_checking_the_lock(
             conn: Executor, *args: Any, **kwargs: Any
@@ -58,21 +46,27 @@ async def test_a_batch_that_decides_again_holds_its_products_locked_until_it_wri
                 locked_at_finish.append(await _locked_elsewhere(db, product_id))
             return await real_finish(conn, *args, **kwargs)
 
-        monkeypatch.setattr(repository, "stock_of", stale_unlocked_read)
+        stale_read(monkeypatch, price_minor=1)  # a price changed since: the locked read differs
         monkeypatch.setattr(batch_repository, "finish_placed", finish_while_checking_the_lock)
 
-        async with db.write_batch() as conn:
-            [result] = await place_batch(
-                conn,
-                [OrderRequest(customer.principal, factories.order_create((product_id, 3)))],
-                currency="USD",
-                secret_box=None,
-            )
+        result = await place_one(db, customer.principal, product_id, 3)
 
         assert isinstance(result, PlacementResult)
         assert result.status == 201
         assert locked_at_finish == [True]
         assert await _stock(db, product_id) == 7
+
+
+async def place_one(db: Database, principal: Principal, product_id: str, units: int) -> Result:
+    """One order placed as a batch of its own."""
+    async with db.write_batch() as conn:
+        [result] = await place_batch(
+            conn,
+            [OrderRequest(principal, factories.order_create((product_id, units)))],
+            currency="USD",
+            secret_box=None,
+        )
+    return result
 
 
 def stale_read(monkeypatch: pytest.MonkeyPatch, **changes: int) -> None:
@@ -105,13 +99,7 @@ async def test_units_another_batch_took_are_not_taken_and_the_order_is_refused(
         product_id = await factories.new_product(db, stock=2)
         stale_read(monkeypatch, inventory_count=5)  # read 7 while 2 are left
 
-        async with db.write_batch() as conn:
-            [result] = await place_batch(
-                conn,
-                [OrderRequest(customer.principal, factories.order_create((product_id, 3)))],
-                currency="USD",
-                secret_box=None,
-            )
+        result = await place_one(db, customer.principal, product_id, 3)
 
         assert isinstance(result, APIError)
         assert result.status == 409
@@ -133,13 +121,7 @@ async def test_the_stock_notification_a_rollback_took_back_is_sent_at_the_commit
             raw = (await listening.get_raw_connection()).driver_connection
             assert raw is not None
             await raw.add_listener(freshness.CHANNEL, lambda *args: heard.put_nowait(args[-1]))
-            async with db.write_batch() as conn:
-                [result] = await place_batch(
-                    conn,
-                    [OrderRequest(customer.principal, factories.order_create((product_id, 3)))],
-                    currency="USD",
-                    secret_box=None,
-                )
+            result = await place_one(db, customer.principal, product_id, 3)
             assert isinstance(result, PlacementResult)
             assert result.status == 201
             assert await asyncio.wait_for(heard.get(), timeout=5) == freshness.STOCK
