@@ -152,20 +152,25 @@ def crash_after_writing_orders(
     monkeypatch: pytest.MonkeyPatch, message: str, *, times: int | None = None
 ) -> None:
     """Make the order desk raise ``RuntimeError(message)`` just after it wrote a batch's orders
-    (SQLite: their rows, before the events; PostgreSQL: the orders, lines, events and
-    deliveries, one statement), before the stock is taken and the transaction commits; the
-    first ``times`` batches only, if given."""
+    (SQLite: their rows, before the events and the stock; PostgreSQL: the orders, lines, events
+    and deliveries, one statement — with the keys and the stock, for the usual batch), before
+    the transaction commits; the first ``times`` batches only, if given."""
     crashes = 0
 
-    def written_then_crash(write: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-        async def crash(*args: object, **kwargs: object) -> None:
+    def written_then_crash(write: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def crash(*args: object, **kwargs: object) -> Any:
             nonlocal crashes
-            await write(*args, **kwargs)
+            written = await write(*args, **kwargs)
             if times is None or crashes < times:
                 crashes += 1
                 raise RuntimeError(message)
+            return written
 
         return crash
 
-    for module, name in ((orders_repository, "insert_orders"), (batch_repository, "write_placed")):
+    for module, name in (
+        (orders_repository, "insert_orders"),
+        (batch_repository, "write_placed"),
+        (batch_repository, "place_and_finish"),  # the usual batch: orders and stock at once
+    ):
         monkeypatch.setattr(module, name, written_then_crash(getattr(module, name)))

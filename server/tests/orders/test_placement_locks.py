@@ -1,12 +1,13 @@
 """A PostgreSQL batch whose unlocked read turned out stale decides again under the locks.
 
-The usual batch locks its products, checks them and takes the stock in one statement
-(``batch_repository.finish_placed`` with ``lock``); when the locked rows differ from the read,
-it rolls back to its savepoint. Rolling back gives up the row locks taken after the savepoint,
-so the batch must lock its products again before it plans anew: otherwise another process may
-take the stock between the new plan and its write (the check constraint would then fail the
-whole batch). The rollback also takes back the stock's notification, which must then be sent
-by the statement that takes the stock for good.
+The usual batch locks its products, checks them and writes in one statement
+(``batch_repository.place_and_finish``), which writes nothing when the locked rows differ from
+the read: the batch then decides again on the rows it got back, still locked. A batch that
+found key rows writes under a savepoint first, and rolling back to it gives up the row locks
+taken after it, so it must lock its products again before it plans anew: otherwise another
+process may take the stock between the new plan and its write (the check constraint would
+then fail the whole batch). The stock's notification is sent by the statement that takes the
+stock for good.
 """
 
 from __future__ import annotations
@@ -21,40 +22,53 @@ from sqlalchemy.exc import DBAPIError
 
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError
+from commerce_api.http.idempotency import KeyedRequest
 from commerce_api.orders import batch_repository, repository
 from commerce_api.orders.placement import OrderRequest, PlacementResult, Result, place_batch
 from commerce_api.storage import freshness
+from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
 from tests import factories
 
 pytestmark = pytest.mark.postgresql
 
 
+@pytest.mark.parametrize("found_key", [False, True], ids=["usual batch", "a key row found"])
 async def test_a_batch_that_decides_again_holds_its_products_locked_until_it_writes(
-    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
+    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch, found_key: bool
 ) -> None:
+    box = SecretBox("placement locks test key")
     async with factories.opened(postgresql_database_url) as db:
         customer = await factories.new_customer(db, "Relock")
+        account_id = customer.principal.account_id
+        assert account_id is not None
         product_id = await factories.new_product(db, stock=10)
+        batch = [OrderRequest(customer.principal, factories.order_create((product_id, 3)))]
+        if found_key:  # a retry of a keyed order placed before: its row is found, replayed
+            retry = OrderRequest(
+                customer.principal,
+                factories.order_create((product_id, 1)),
+                KeyedRequest(account_id, "placed-before", "print"),
+            )
+            async with db.write_batch() as conn:
+                await place_batch(conn, [retry], currency="USD", secret_box=box)
+            batch.append(retry)
         real_finish = batch_repository.finish_placed
         locked_at_finish: list[bool] = []
 
-        async def finish_while_checking_the_lock(
-            conn: Executor, *args: Any, **kwargs: Any
-        ) -> list[Any]:
-            if not kwargs.get("lock"):  # the finish after deciding again, under the locks
-                locked_at_finish.append(await _locked_elsewhere(db, product_id))
-            return await real_finish(conn, *args, **kwargs)
+        async def finish_while_checking_the_lock(conn: Executor, *args: Any) -> None:
+            locked_at_finish.append(await _locked_elsewhere(db, product_id))
+            await real_finish(conn, *args)
 
         stale_read(monkeypatch, price_minor=1)  # a price changed since: the locked read differs
         monkeypatch.setattr(batch_repository, "finish_placed", finish_while_checking_the_lock)
 
-        result = await place_one(db, customer.principal, product_id, 3)
+        async with db.write_batch() as conn:
+            results = await place_batch(conn, batch, currency="USD", secret_box=box)
 
-        assert isinstance(result, PlacementResult)
-        assert result.status == 201
+        assert [getattr(result, "status", None) for result in results] == [201] * len(batch)
         assert locked_at_finish == [True]
-        assert await _stock(db, product_id) == 7
+        assert await _stock(db, product_id) == 7 - found_key
 
 
 async def place_one(db: Database, principal: Principal, product_id: str, units: int) -> Result:
@@ -109,7 +123,22 @@ async def test_units_another_batch_took_are_not_taken_and_the_order_is_refused(
             assert await conn.scalar(text("SELECT count(*) FROM orders")) == 0
 
 
-async def test_the_stock_notification_a_rollback_took_back_is_sent_at_the_commit(
+async def test_an_order_refused_on_a_stale_count_is_decided_again_and_placed(
+    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with factories.opened(postgresql_database_url) as db:
+        customer = await factories.new_customer(db, "Restocked meanwhile")
+        product_id = await factories.new_product(db, stock=2)
+        stale_read(monkeypatch, inventory_count=-1)  # read 1 while 2 are there
+
+        result = await place_one(db, customer.principal, product_id, 2)
+
+        assert isinstance(result, PlacementResult)
+        assert result.status == 201
+        assert await _stock(db, product_id) == 0
+
+
+async def test_the_stock_notification_of_a_batch_decided_again_is_sent_at_the_commit(
     postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with factories.opened(postgresql_database_url) as db:

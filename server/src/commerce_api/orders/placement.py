@@ -21,16 +21,12 @@ fixed number of statements per batch however many orders it carries (:func:`plac
 4. Store each key's outcome in its row and take the stock (one decrement per product, the
    batch's sum; on PostgreSQL one statement with the stock's notification), and commit.
 
-On PostgreSQL a batch with no key row found in step 1 (the usual batch: new keys, or none)
-runs steps 3 and 4 as one statement (``batch_repository.finish_placed`` with ``lock``): it
-locks the products, takes only units that are there, stores the outcomes and returns the
-locked rows as they were; if they differ from step 1's, the savepoint undoes it all and the
-batch goes on as above. So a batch waits on the wire seven times whatever its size
-(``BEGIN``, claim, read, savepoint, write, lock-and-store, ``COMMIT``) — round trips are what
-an order costs with the database a millisecond away — and a hot product stays locked for one
-round trip and the commit. Locks are taken in one order everywhere (new keys, products by id,
-existing key rows; a cancel: products, key). This module decides; the statements are
-``repository``'s and ``batch_repository``'s.
+On PostgreSQL a batch with no key row found in step 1 (the usual one) writes steps 2 to 4 in one
+statement, no savepoint (``batch_repository.place_and_finish``): it locks the products, checks
+them, and writes only if they hold, else decides again on the locked rows it got back. So it
+waits on the wire five times whatever its size (``BEGIN``, claim, read, that, ``COMMIT``), a hot
+product locked for one round trip and the commit. Locks are taken in one order everywhere (new
+keys, products by id, existing key rows; a cancel: products, key).
 
 Every order, its stock change, event, deliveries, audit row and stored response are in one
 transaction, and no caller is answered before its commit returned: a failed commit answers every
@@ -47,6 +43,7 @@ another process) runs waits for its commit at the claim, then replays it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,7 +69,6 @@ from commerce_api.orders.service import (
     render_order,
     requested_lines,
 )
-from commerce_api.storage import freshness
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Executor
 
@@ -130,6 +126,23 @@ class _Plan:
     results: list[Result]
     stock: dict[str, _Stock]
     key_outcomes: list[dict[str, Any]]  # the key rows' values, written after the check
+    orders: list[dict[str, Any]]  # the rows to write: the orders, their lines, audit rows,
+    lines: list[dict[str, Any]]
+    trail: list[dict[str, Any]]
+    new_events: list[NewEvent]  # and their events
+
+    def expected(self) -> list[batch_repository.Expected]:
+        """The products as decided on, for the database to check under its locks."""
+        return [
+            batch_repository.Expected(
+                pid,
+                read.name,
+                read.price_minor,
+                read.taken,
+                read.available if read.refused else None,
+            )
+            for pid, read in sorted(self.stock.items())
+        ]
 
     def holds_for(self, locked: dict[str, _Stock]) -> bool:
         """Whether the locked rows would lead to the same decisions as the rows read before:
@@ -168,38 +181,37 @@ async def place_batch(
     existing = [k for k in keyed if (k.scope, k.key) not in claimed]
     read_stock = await _products(conn, product_ids, lock=locked_already)
     read_keys = await _keys(conn, existing, lock=locked_already)
+    decide = functools.partial(_decide, requests, now=now, currency=currency, box=secret_box)
     if locked_already:
-        plan = await _place(conn, requests, read_stock, read_keys, now, currency, secret_box)
-    else:
-        await repository.begin_savepoint(conn)
-        plan = await _place(conn, requests, read_stock, read_keys, now, currency, secret_box)
-        if not existing:  # the usual batch: lock, check and finish in one statement
-            with_row = claimed | read_keys.keys()
-            locked = await batch_repository.finish_placed(
-                conn, plan.key_outcomes, with_row, _taken(plan), lock=product_ids
-            )
-            if plan.holds_for(_as_stock(locked)):
-                return plan.results
-            await repository.rollback_to_savepoint(conn)
-            freshness.unsay(conn, freshness.STOCK)  # the rollback took its notification back
-        locked_stock = await _products(conn, product_ids, lock=True)
-        locked_keys = await _keys(conn, existing, lock=True)
-        if not plan.holds_for(locked_stock) or not _same_keys(read_keys, locked_keys):
-            await repository.rollback_to_savepoint(conn)
-            # The rollback gave up the row locks taken after the savepoint: take them again.
-            locked_stock = await _products(conn, product_ids, lock=True)
-            locked_keys = await _keys(conn, existing, lock=True)
-            plan = await _place(
-                conn, requests, locked_stock, locked_keys, now, currency, secret_box
-            )
-        read_keys = locked_keys
-        # No RELEASE: the commit ends the savepoint with the transaction (a round trip less).
-    if locked_already:
+        plan = decide(read_stock, read_keys)
+        await _write(conn, plan)
         await repository.store_key_outcomes(conn, plan.key_outcomes, set(read_keys))
         await repository.take_stock(conn, _taken(plan))
+        return plan.results
+    with_row = claimed | read_keys.keys()
+    plan = decide(read_stock, read_keys)
+    if not existing:  # the usual batch: lock, check and write in one statement
+        held, locked = await batch_repository.place_and_finish(
+            conn, product_ids, plan.expected(), _placed(plan), plan.key_outcomes, with_row
+        )
+        if held:
+            return plan.results
+        plan = decide(_as_stock(locked), read_keys)  # under the locks the statement took
     else:
-        with_row = claimed | read_keys.keys()
-        await batch_repository.finish_placed(conn, plan.key_outcomes, with_row, _taken(plan))
+        await repository.begin_savepoint(conn)
+        await _write(conn, plan)
+        locked_stock = await _products(conn, product_ids, lock=True)
+        locked_keys = await _keys(conn, existing, lock=True)
+        if plan.holds_for(locked_stock) and _same_keys(read_keys, locked_keys):
+            await batch_repository.finish_placed(conn, plan.key_outcomes, with_row, _taken(plan))
+            return plan.results  # no RELEASE: the commit ends the savepoint (a round trip less)
+        await repository.rollback_to_savepoint(conn)
+        # The rollback gave up the row locks taken after the savepoint: take them again.
+        plan = decide(
+            await _products(conn, product_ids, lock=True), await _keys(conn, existing, lock=True)
+        )
+    await _write(conn, plan)
+    await batch_repository.finish_placed(conn, plan.key_outcomes, with_row, _taken(plan))
     return plan.results
 
 
@@ -208,17 +220,18 @@ def _taken(plan: _Plan) -> list[tuple[str, int]]:
     return [(pid, stock.taken) for pid, stock in sorted(plan.stock.items()) if stock.taken]
 
 
-async def _place(
-    conn: Executor,
+def _decide(
     requests: Sequence[OrderRequest],
     stock: dict[str, _Stock],
     found_keys: dict[tuple[str, str], Any],
+    *,
     now: datetime,
     currency: str,
-    secret_box: SecretBox | None,
+    box: SecretBox | None,
 ) -> _Plan:
-    """Decide every request against ``stock`` and ``found_keys``, and write the orders, their
-    events and deliveries, and the keys' outcomes — everything but the stock change."""
+    """Decide every request against ``stock`` and ``found_keys``: the results, the units taken
+    and the rows to write (nothing is written here)."""
+    secret_box = box
     results: list[Result | None] = [None] * len(requests)
     # Requests whose key this batch stores an outcome for → the key row's created_at (a
     # take-over keeps the abandoned claim's).
@@ -267,16 +280,30 @@ async def _place(
         headers = {"content-type": JSON, "location": f"/v1/orders/{order['id']}"}
         results[index] = PlacementResult(201, headers, orjson.dumps(rendered), rendered)
 
-    new_orders = [order for order, _, _ in placed]
-    rows = [item for _, items, _ in placed for item in items]
-    if conn.dialect.name == "sqlite":
-        await repository.insert_orders(conn, new_orders, rows, trail)
-        await record_events(conn, CREATED, new_events)
-    else:  # one statement, one round trip
-        events = event_rows(CREATED, new_events)
-        await batch_repository.write_placed(conn, new_orders, rows, events, trail, CREATED)
     outcomes = _key_outcomes(requests, results, to_store, now, secret_box)
-    return _Plan([result for result in results if result is not None], stock, outcomes)
+    return _Plan(
+        [result for result in results if result is not None],
+        stock,
+        outcomes,
+        [order for order, _, _ in placed],
+        [item for _, items, _ in placed for item in items],
+        trail,
+        new_events,
+    )
+
+
+def _placed(plan: _Plan) -> batch_repository.Placed:
+    events = event_rows(CREATED, plan.new_events)
+    return batch_repository.Placed(plan.orders, plan.lines, events, plan.trail, CREATED)
+
+
+async def _write(conn: Executor, plan: _Plan) -> None:
+    """The plan's orders, lines, events (and their deliveries) and audit rows."""
+    if conn.dialect.name == "sqlite":
+        await repository.insert_orders(conn, plan.orders, plan.lines, plan.trail)
+        await record_events(conn, CREATED, plan.new_events)
+    else:  # one statement, one round trip
+        await batch_repository.write_placed(conn, _placed(plan))
 
 
 def _take(request: OrderRequest, stock: dict[str, _Stock]) -> list[Line]:

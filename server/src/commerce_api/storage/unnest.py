@@ -42,13 +42,15 @@ class Columns:
         ordinality = " WITH ORDINALITY" if numbered else ""
         return f"unnest({', '.join(arrays)}){ordinality} AS {self.alias}({', '.join(columns)})"
 
-    def insert(self, dialect: Dialect, first: int) -> str:
+    def insert(self, dialect: Dialect, first: int, condition: str | None = None) -> str:
         """``INSERT INTO table (columns) SELECT columns FROM <source>``, the rows in the order
-        of the arrays (the order they take their row locks in)."""
+        of the arrays (the order they take their row locks in); ``condition``: an SQL
+        condition the rows are inserted under (all or none)."""
         columns = ", ".join(self.names)
+        where = "" if condition is None else f" WHERE {condition}"
         return (
             f"INSERT INTO {self.table.name} ({columns}) "  # noqa: S608 - names from the Table
-            f"SELECT {columns} FROM {self.source(dialect, first, numbered=True)}"
+            f"SELECT {columns} FROM {self.source(dialect, first, numbered=True)}{where}"
             " ORDER BY row_number"
         )
 
