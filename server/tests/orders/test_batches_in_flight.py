@@ -36,7 +36,7 @@ async def test_two_batches_in_flight_overlap_and_sell_exactly_the_stock(
         finally:
             running -= 1
 
-    monkeypatch.setattr(desk, "place_batch", slow_place_batch)
+    monkeypatch.setattr(placement, "place_batch", slow_place_batch)
     async with factories.opened(postgresql_database_url) as db:
         customer = await factories.new_customer(db, "In flight")
         principal = customer.principal

@@ -10,7 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError
-from commerce_api.orders.placement import OrderRequest, PlacementResult, Result, place_batch
+from commerce_api.orders import placement
+from commerce_api.orders.placement import OrderRequest, PlacementResult, Result
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
@@ -26,7 +27,7 @@ async def create_order(
 ) -> dict[str, Any]:
     """Place one order without a key in the caller's transaction (the CLI and tests); its
     record, or the order's 4xx raised."""
-    (result,) = await place_batch(
+    (result,) = await placement.place_batch(
         conn, [OrderRequest(principal, data)], currency=currency, secret_box=None
     )
     if isinstance(result, APIError):
@@ -36,7 +37,7 @@ async def create_order(
 
 
 class OrderDesk:
-    """Where a process places its orders: a group commit of :func:`place_batch`."""
+    """Where a process places its orders: a group commit of ``placement.place_batch``."""
 
     def __init__(
         self, db: Database, currency: str, secret_box: SecretBox, *, in_flight: int = 1
@@ -56,7 +57,9 @@ class OrderDesk:
         )
 
     async def _place(self, conn: Executor, batch: list[OrderRequest]) -> list[Result]:
-        return await place_batch(conn, batch, currency=self._currency, secret_box=self._secret_box)
+        return await placement.place_batch(
+            conn, batch, currency=self._currency, secret_box=self._secret_box
+        )
 
     async def place(self, request: OrderRequest) -> PlacementResult:
         """The order's outcome once it is durable; raises the errors that are not stored."""
