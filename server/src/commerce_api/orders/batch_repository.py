@@ -5,6 +5,7 @@ trips being function calls).
 Each statement is data-modifying ``WITH`` over arrays (``storage.unnest``), built once per shape
 of the rows (their column names) and cached:
 
+- :func:`claim_and_read`: the batch's new keys claimed and its products read.
 - :func:`place_and_finish`, the usual batch's only write: it locks the products, checks them
   against what the batch decided on, and — only if they hold — writes the orders, lines, events,
   deliveries and audit rows, stores the keys' outcomes and takes the stock.
@@ -94,6 +95,39 @@ def _write_ctes(
         f" placed_deliveries AS ({subscribed_deliveries_sql('placed_events', type_param)})"
     )
     return ctes, sets, numbers[4] + 1
+
+
+_CLAIM_AND_READ: dict[tuple[Any, ...], tuple[str, Columns]] = {}
+
+
+async def claim_and_read(
+    conn: Executor, claims: Sequence[Mapping[str, Any]], product_ids: Collection[str]
+) -> tuple[set[tuple[str, str]], list[Row[Any]]]:
+    """PostgreSQL, one statement: insert these key rows where none exists yet (``ON CONFLICT DO
+    NOTHING``, in the given order), and read the active products among ``product_ids`` (not
+    locked, as ``repository.stock_of``). The ``(scope, key)`` pairs inserted, and the products.
+    One statement for any number of keys: a ``VALUES`` list per count would be a statement for
+    the driver to prepare (a round trip) on each connection for each new count."""
+    shape = (id(conn.dialect), tuple(claims[0]))
+    found = _CLAIM_AND_READ.get(shape)
+    if found is None:
+        claim_set = Columns(keys, shape[1], "claim")
+        ids = 1 + len(claim_set)
+        sql = (
+            f"WITH claimed AS ({claim_set.insert(conn.dialect, 1)}"  # noqa: S608 - no input
+            " ON CONFLICT (scope, key) DO NOTHING RETURNING scope, key)"
+            " SELECT scope, key, NULL AS id, NULL::bigint AS inventory_count, NULL AS name,"
+            " NULL::bigint AS price_minor FROM claimed UNION ALL"
+            " SELECT NULL, NULL, id, inventory_count, name, price_minor FROM products"
+            f" WHERE id IN (SELECT wanted.id FROM unnest(${ids}::text[]) AS wanted(id))"
+            " AND archived_at IS NULL"
+        )
+        found = _CLAIM_AND_READ[shape] = (sql, claim_set)
+    sql, claim_set = found
+    params = [*claim_set.arrays(conn.dialect, claims), sorted(product_ids)]
+    rows = (await conn.exec_driver_sql(sql, tuple(params))).all()
+    claimed = {(row.scope, row.key) for row in rows if row.id is None}
+    return claimed, [row for row in rows if row.id is not None]
 
 
 _WRITES: dict[tuple[Any, ...], tuple[str, tuple[Columns, ...]]] = {}

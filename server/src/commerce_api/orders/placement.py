@@ -6,7 +6,8 @@ fixed number of statements per batch however many orders it carries (:func:`plac
 
 1. Claim the batch's new ``Idempotency-Key`` s (in-flight rows, ``INSERT … ON CONFLICT DO
    NOTHING``, in key order; not on SQLite, where the transaction already excludes every other
-   writer), then read the products the batch names and the key rows that existed already.
+   writer), then read the products the batch names (PostgreSQL: with the claim, in one
+   statement) and the key rows that existed already.
 2. Decide every order in turn, in memory: a key's stored response is replayed (or the key
    refused: 422, 409 in flight); an order takes its units only if every line fits after the
    orders before it, else it is refused (404/409) and takes nothing. This is exactly what the
@@ -24,9 +25,9 @@ fixed number of statements per batch however many orders it carries (:func:`plac
 On PostgreSQL a batch with no key row found in step 1 (the usual one) writes steps 2 to 4 in one
 statement, no savepoint (``batch_repository.place_and_finish``): it locks the products, checks
 them, and writes only if they hold, else decides again on the locked rows it got back. So it
-waits on the wire five times whatever its size (``BEGIN``, claim, read, that, ``COMMIT``), a hot
-product locked for one round trip and the commit. Locks are taken in one order everywhere (new
-keys, products by id, existing key rows; a cancel: products, key).
+waits on the wire four times whatever its size (``BEGIN``, claim and read, that, ``COMMIT``),
+a hot product locked for one round trip and the commit. Locks are taken in one order everywhere
+(new keys, products by id, existing key rows; a cancel: products, key).
 
 Every order, its stock change, event, deliveries, audit row and stored response are in one
 transaction, and no caller is answered before its commit returned: a failed commit answers every
@@ -167,19 +168,20 @@ async def place_batch(
     secret_box: SecretBox | None,
 ) -> list[Result]:
     """Place ``requests`` in the caller's write transaction (see the module doc); one result
-    per request, in order. Requests must not share a key (``OrderDesk`` never batches two).
-    The products are locked last, just before their stock changes and the commit."""
+    per request, in order. Requests must not share a key (``OrderDesk`` never batches two)."""
     product_ids = {item.product_id for request in requests for item in request.data.items}
     keyed = [request.keyed for request in requests if request.keyed is not None]
     now = utcnow()
-    # SQLite's write transaction holds the whole file from its first statement: the rows it
-    # reads are locked already, no other transaction can store a key meanwhile (so a new key's
-    # row is written once, with its outcome: no claim first), and the check below (with its
-    # savepoint) could never differ.
+    # SQLite's write transaction holds the whole file from its first statement: what it reads
+    # is locked already, and no other transaction can store a key meanwhile (so a new key's row
+    # is written once, with its outcome: no claim first, no check).
     locked_already = conn.dialect.name == "sqlite"
-    claimed = set() if locked_already else await _claim_keys(conn, keyed, now)
+    claimed: set[tuple[str, str]] = set()
+    if locked_already:
+        read_stock = await _products(conn, product_ids, lock=True)
+    else:  # PostgreSQL: claimed before anything is read (see _claim_and_read)
+        claimed, read_stock = await _claim_and_read(conn, keyed, now, product_ids)
     existing = [k for k in keyed if (k.scope, k.key) not in claimed]
-    read_stock = await _products(conn, product_ids, lock=locked_already)
     read_keys = await _keys(conn, existing, lock=locked_already)
     decide = functools.partial(_decide, requests, now=now, currency=currency, box=secret_box)
     if locked_already:
@@ -355,28 +357,24 @@ def _same_keys(read: dict[tuple[str, str], Any], locked: dict[tuple[str, str], A
     )
 
 
-async def _claim_keys(
-    conn: Executor, keyed: list[idempotency.KeyedRequest], now: datetime
-) -> set[tuple[str, str]]:
+async def _claim_and_read(
+    conn: Executor, keyed: list[idempotency.KeyedRequest], now: datetime, product_ids: set[str]
+) -> tuple[set[tuple[str, str]], dict[str, _Stock]]:
     """Claim the keys no row holds yet, first thing, in key order: an in-flight row, visible
     to others only with the batch's commit (which fills in its outcome). Another transaction
     inserting the same key waits for this one to end, and then finds the row; a key taken by
     another transaction that has not committed yet makes this one wait for it — before it
-    holds any product, so the two never wait on each other in a cycle. The keys claimed."""
+    holds any product, so the two never wait on each other in a cycle. The keys claimed, and
+    the products read (unlocked) by the same statement."""
     if not keyed:
-        return set()
+        return set(), await _products(conn, product_ids, lock=False)
+    claimed_at = {"state": "in_flight", "locked_at": now, "created_at": now}
     claims = [
-        {
-            "scope": k.scope,
-            "key": k.key,
-            "fingerprint": k.fingerprint,
-            "state": "in_flight",
-            "locked_at": now,
-            "created_at": now,
-        }
+        {"scope": k.scope, "key": k.key, "fingerprint": k.fingerprint, **claimed_at}
         for k in sorted(keyed, key=lambda k: (k.scope, k.key))
     ]
-    return await repository.claim_keys(conn, claims)
+    claimed, rows = await batch_repository.claim_and_read(conn, claims, product_ids)
+    return claimed, _as_stock(rows)
 
 
 def _key_outcomes(

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.pagination import NewestFirst
 from commerce_api.storage import freshness, keyset
-from commerce_api.storage.bulk import execute_many, insert_returning, insert_rows
+from commerce_api.storage.bulk import execute_many, insert_rows
 from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import (
     ORDER_IS_PENDING,
@@ -23,7 +23,6 @@ from commerce_api.storage.tables import (
     products,
 )
 from commerce_api.storage.tables import idempotency_keys as keys
-from commerce_api.storage.unnest import Columns
 
 
 async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -> None:
@@ -213,35 +212,6 @@ async def key_rows(
     }
     rows = (await conn.execute(_KEY_ROWS_LOCKED if lock else _KEY_ROWS, lists)).all()
     return {(row.scope, row.key): row for row in rows if (row.scope, row.key) in wanted}
-
-
-async def claim_keys(conn: Executor, claims: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """Insert these key rows where none exists yet (``ON CONFLICT DO NOTHING``, in the given
-    order); the ``(scope, key)`` pairs inserted."""
-    if not claims:
-        return set()
-    if conn.dialect.name != "postgresql":
-        inserted = await insert_returning(
-            conn, keys, claims, conflict=["scope", "key"], returning=["scope", "key"]
-        )
-        return {(scope, key) for scope, key in inserted}
-    # One statement whatever the number of keys (a VALUES list per count would be a statement
-    # for the driver to prepare, a round trip, on each connection for each new count).
-    shape = (id(conn.dialect), tuple(claims[0]))
-    found = _CLAIMS.get(shape)
-    if found is None:
-        claim_set = Columns(keys, shape[1], "claim")
-        sql = (
-            f"{claim_set.insert(conn.dialect, 1)}"
-            " ON CONFLICT (scope, key) DO NOTHING RETURNING scope, key"
-        )
-        found = _CLAIMS[shape] = (sql, claim_set)
-    sql, claim_set = found
-    result = await conn.exec_driver_sql(sql, tuple(claim_set.arrays(conn.dialect, claims)))
-    return {(scope, key) for scope, key in result.all()}
-
-
-_CLAIMS: dict[tuple[Any, ...], tuple[str, Columns]] = {}
 
 
 KEY_OUTCOME = (
