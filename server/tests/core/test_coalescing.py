@@ -102,6 +102,13 @@ class Sender:
         self.gate.set()
         self.started = asyncio.Event()
 
+    async def held_open(self, batcher: RequestBatcher[str, str], arg: str) -> asyncio.Task[str]:
+        """``arg`` submitted, its batch sent and held open until ``gate`` is set."""
+        self.gate.clear()
+        task = asyncio.create_task(batcher.submit(arg))
+        await self.started.wait()
+        return task
+
     async def send(self, args: list[str]) -> list[str | BaseException]:
         self.batches.append(list(args))
         self.started.set()
@@ -131,9 +138,7 @@ async def test_an_exception_for_one_caller_is_raised_to_that_caller_alone() -> N
 async def test_callers_arriving_during_a_send_form_the_next_batch_up_to_max_batch() -> None:
     sender = Sender()
     batcher: RequestBatcher[str, str] = RequestBatcher(sender.send, max_batch=2)
-    sender.gate.clear()
-    first = asyncio.create_task(batcher.submit("a"))
-    await sender.started.wait()
+    first = await sender.held_open(batcher, "a")
     later = [asyncio.create_task(batcher.submit(x)) for x in "bcde"]
     await asyncio.sleep(0)
     sender.gate.set()
@@ -159,9 +164,7 @@ async def test_a_cancelled_caller_s_arg_stays_in_its_batch_for_the_others() -> N
 async def test_close_waits_for_what_was_submitted() -> None:
     sender = Sender()
     batcher: RequestBatcher[str, str] = RequestBatcher(sender.send)
-    sender.gate.clear()
-    task = asyncio.create_task(batcher.submit("a"))
-    await sender.started.wait()
+    task = await sender.held_open(batcher, "a")
     closing = asyncio.create_task(batcher.close())
     await asyncio.sleep(0)
     assert not closing.done()
@@ -174,9 +177,7 @@ async def test_close_waits_for_what_was_submitted() -> None:
 async def test_with_two_in_flight_a_batch_is_sent_while_one_waits() -> None:
     sender = Sender()
     batcher: RequestBatcher[str, str] = RequestBatcher(sender.send, in_flight=2)
-    sender.gate.clear()
-    first = asyncio.create_task(batcher.submit("a"))
-    await sender.started.wait()
+    first = await sender.held_open(batcher, "a")
     second = asyncio.create_task(batcher.submit("b"))
     await asyncio.sleep(0)
     await asyncio.sleep(0)
@@ -194,9 +195,7 @@ async def test_an_exclusive_key_is_never_in_two_batches_in_flight() -> None:
     batcher: RequestBatcher[str, str] = RequestBatcher(
         sender.send, in_flight=2, exclusive=lambda x: x[0]
     )
-    sender.gate.clear()
-    first = asyncio.create_task(batcher.submit("k1"))
-    await sender.started.wait()
+    first = await sender.held_open(batcher, "k1")
     again = asyncio.create_task(batcher.submit("k2"))  # the same key: waits for k1's batch
     await asyncio.sleep(0)
     await asyncio.sleep(0)

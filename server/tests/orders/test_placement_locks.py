@@ -105,37 +105,35 @@ def stale_read(monkeypatch: pytest.MonkeyPatch, **changes: int) -> None:
     monkeypatch.setattr(repository, "stock_of", stale)
 
 
-async def test_units_another_batch_took_are_not_taken_and_the_order_is_refused(
-    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("read_more", "units", "status", "left"),
+    [
+        (5, 3, 409, 2),  # read 7 while 2 are left: none taken, the order refused ("2 available")
+        (-1, 2, 201, 0),  # read 1 while 2 are there: refused on the read, placed on the rows
+    ],
+    ids=["sold meanwhile", "restocked meanwhile"],
+)
+async def test_an_order_decided_on_a_stale_count_is_decided_again_on_the_locked_one(
+    postgresql_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    read_more: int,
+    units: int,
+    status: int,
+    left: int,
 ) -> None:
     async with factories.opened(postgresql_database_url) as db:
-        customer = await factories.new_customer(db, "Sold meanwhile")
+        customer = await factories.new_customer(db, "Stale count")
         product_id = await factories.new_product(db, stock=2)
-        stale_read(monkeypatch, inventory_count=5)  # read 7 while 2 are left
+        stale_read(monkeypatch, inventory_count=read_more)
 
-        result = await place_one(db, customer.principal, product_id, 3)
+        result = await place_one(db, customer.principal, product_id, units)
 
-        assert isinstance(result, APIError)
-        assert result.status == 409
-        assert "2 available" in result.message
-        assert await _stock(db, product_id) == 2
+        assert result.status == status
+        if isinstance(result, APIError):
+            assert "2 available" in result.message
+        assert await _stock(db, product_id) == left
         async with db.read() as conn:
-            assert await conn.scalar(text("SELECT count(*) FROM orders")) == 0
-
-
-async def test_an_order_refused_on_a_stale_count_is_decided_again_and_placed(
-    postgresql_database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with factories.opened(postgresql_database_url) as db:
-        customer = await factories.new_customer(db, "Restocked meanwhile")
-        product_id = await factories.new_product(db, stock=2)
-        stale_read(monkeypatch, inventory_count=-1)  # read 1 while 2 are there
-
-        result = await place_one(db, customer.principal, product_id, 2)
-
-        assert isinstance(result, PlacementResult)
-        assert result.status == 201
-        assert await _stock(db, product_id) == 0
+            assert await conn.scalar(text("SELECT count(*) FROM orders")) == (status == 201)
 
 
 async def test_the_stock_notification_of_a_batch_decided_again_is_sent_at_the_commit(
