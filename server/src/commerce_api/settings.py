@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     # rest wait for a free slot (no backoff, no failure); other endpoints are not held up.
     webhook_max_in_flight_per_endpoint: int = Field(default=10, ge=1)
     # PostgreSQL: order batches a process keeps in their transactions at once. One waits on
-    # the wire seven times; with the database a millisecond or more away, a second overlaps
+    # the wire four times; with the database a millisecond or more away, a second overlaps
     # those waits (docs/deployment.md has the figures). SQLite's batches take turns anyway.
     order_batches_in_flight: int = Field(default=1, ge=1, le=8)
     # Encrypts webhook signing secrets at rest. Required in production; a sandbox without it

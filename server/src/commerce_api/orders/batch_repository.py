@@ -17,7 +17,7 @@ of the rows (their column names) and cached:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sqlalchemy.engine import Dialect, Row
@@ -97,6 +97,16 @@ def _write_ctes(
     return ctes, sets, numbers[4] + 1
 
 
+def _active_products(ids: int) -> str:
+    """The ``SELECT`` of the active products among the ids of array parameter ``ids``, with
+    the columns ``repository.stock_of`` reads."""
+    return (
+        "SELECT id, inventory_count, name, price_minor FROM products"  # noqa: S608 - no input
+        f" WHERE id IN (SELECT wanted.id FROM unnest(${ids}::text[]) AS wanted(id))"
+        " AND archived_at IS NULL"
+    )
+
+
 _CLAIM_AND_READ: dict[tuple[Any, ...], tuple[str, Columns]] = {}
 
 
@@ -118,9 +128,7 @@ async def claim_and_read(
             " ON CONFLICT (scope, key) DO NOTHING RETURNING scope, key)"
             " SELECT scope, key, NULL AS id, NULL::bigint AS inventory_count, NULL AS name,"
             " NULL::bigint AS price_minor FROM claimed UNION ALL"
-            " SELECT NULL, NULL, id, inventory_count, name, price_minor FROM products"
-            f" WHERE id IN (SELECT wanted.id FROM unnest(${ids}::text[]) AS wanted(id))"
-            " AND archived_at IS NULL"
+            f" SELECT NULL, NULL, * FROM ({_active_products(ids)}) AS active"
         )
         found = _CLAIM_AND_READ[shape] = (sql, claim_set)
     sql, claim_set = found
@@ -150,15 +158,21 @@ async def write_placed(conn: Executor, placed: Placed) -> None:
 _TAKEN = Columns(products, ("id", "inventory_count"), "taken")
 
 
-def _outcomes(
-    key_outcomes: Sequence[Mapping[str, Any]], with_row: Collection[tuple[str, str]]
-) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], tuple[str, ...]]:
-    """The outcomes of keys with a row, those of keys whose row went between its claim and the
-    read (pruned meanwhile: written anew), and the names of the first's columns."""
+async def _outcomes(
+    conn: Executor,
+    key_outcomes: Sequence[Mapping[str, Any]],
+    with_row: Collection[tuple[str, str]],
+    taken: bool,
+) -> tuple[list[Mapping[str, Any]], tuple[str, ...], bool]:
+    """What both finishes begin with: the outcomes of keys with a row (to update), the names of
+    their columns, and whether the statement is to send the stock's notification (``taken``:
+    it takes stock). Keys whose row went between the claim and the read (pruned meanwhile) are
+    written anew here."""
     stored = [row for row in key_outcomes if (row["scope"], row["key"]) in with_row]
     gone = [row for row in key_outcomes if (row["scope"], row["key"]) not in with_row]
+    await store_key_outcomes(conn, gone, set(with_row))
     names = tuple(stored[0]) if stored else ("scope", "key", *KEY_OUTCOME)
-    return stored, gone, names
+    return stored, names, taken and freshness.unsaid(conn, freshness.STOCK)
 
 
 def _finish_ctes(
@@ -195,9 +209,7 @@ async def finish_placed(
     """PostgreSQL: the keys' outcomes into their rows (``with_row``: claimed or found by the
     batch, locked), the stock taken (``(product_id, units)``, the rows locked) and the stock's
     notification, in one statement."""
-    outcomes, gone, names = _outcomes(key_outcomes, with_row)
-    await store_key_outcomes(conn, gone, set(with_row))
-    notify = bool(taken) and freshness.unsaid(conn, freshness.STOCK)
+    outcomes, names, notify = await _outcomes(conn, key_outcomes, with_row, bool(taken))
     if not outcomes and not taken:
         return
     found = _FINISHES.get((id(conn.dialect), names))
@@ -229,10 +241,8 @@ async def place_and_finish(
     write ``placed`` (as :func:`write_placed`) and finish (as :func:`finish_placed`: the units
     of ``expected``); else write nothing. Whether they held, and the locked rows (the products
     stay locked either way, for the caller to decide again on)."""
-    outcomes, gone, names = _outcomes(key_outcomes, with_row)
-    await store_key_outcomes(conn, gone, set(with_row))
     taken = [{"id": e.id, "inventory_count": e.taken} for e in expected if e.taken]
-    notify = bool(taken) and freshness.unsaid(conn, freshness.STOCK)
+    outcomes, names, notify = await _outcomes(conn, key_outcomes, with_row, bool(taken))
     shape = placed.shape()
     cached = _PLACE_AND_FINISH.get((id(conn.dialect), shape, names))
     if cached is None:
@@ -244,7 +254,7 @@ async def place_and_finish(
     params += [
         notify,
         sorted(product_ids),
-        *([getattr(e, name) for e in expected] for name in Expected.__slots__),
+        *([getattr(e, column.name) for e in expected] for column in fields(Expected)),
     ]
     rows = (await conn.exec_driver_sql(sql, tuple(params))).all()
     held = bool(rows[0].held)
@@ -274,9 +284,8 @@ def _place_and_finish_sql(
         " AS x(id, name, price_minor, taken, exact)"
     )
     sql = (
-        "WITH locked AS MATERIALIZED (SELECT id, inventory_count, name, price_minor"  # noqa: S608
-        f" FROM products WHERE id IN (SELECT wanted.id FROM unnest(${ids}::text[]) AS wanted(id))"
-        " AND archived_at IS NULL ORDER BY id FOR NO KEY UPDATE OF products),"
+        f"WITH locked AS MATERIALIZED ({_active_products(ids)}"  # noqa: S608
+        " ORDER BY id FOR NO KEY UPDATE OF products),"
         " verdict AS MATERIALIZED (SELECT (SELECT count(*) FROM locked)"
         f" = cardinality(${expected}::text[]) AND NOT EXISTS (SELECT FROM {x}"
         " LEFT JOIN locked AS l ON l.id = x.id WHERE l.id IS NULL OR l.name <> x.name"

@@ -42,10 +42,10 @@ class OrderDesk:
     def __init__(
         self, db: Database, currency: str, secret_box: SecretBox, *, in_flight: int = 1
     ) -> None:
-        """``in_flight``: batches in their transactions at once (``COMMERCE_ORDER_BATCHES_IN_
-        FLIGHT``), on PostgreSQL: a second overlaps the first's waits on the wire, the row locks
-        ordering the two as they order other processes' batches. SQLite's batches take turns
-        on the file's write lock: one at a time."""
+        """``in_flight``: on PostgreSQL, the batches in their transactions at once (the setting
+        ``COMMERCE_ORDER_BATCHES_IN_FLIGHT``): a second overlaps the first's waits on the wire,
+        the row locks ordering the two as they order other processes' batches. SQLite's
+        batches take turns on the file's write lock: one at a time."""
         self._currency = currency
         self._secret_box = secret_box
         self._batches: GroupCommit[OrderRequest, Result] = GroupCommit(

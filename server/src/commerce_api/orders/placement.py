@@ -183,7 +183,7 @@ async def place_batch(
         claimed, read_stock = await _claim_and_read(conn, keyed, now, product_ids)
     existing = [k for k in keyed if (k.scope, k.key) not in claimed]
     read_keys = await _keys(conn, existing, lock=locked_already)
-    decide = functools.partial(_decide, requests, now=now, currency=currency, box=secret_box)
+    decide = functools.partial(_decide, requests, now=now, currency=currency, secret_box=secret_box)
     if locked_already:
         plan = decide(read_stock, read_keys)
         await _write(conn, plan)
@@ -229,11 +229,10 @@ def _decide(
     *,
     now: datetime,
     currency: str,
-    box: SecretBox | None,
+    secret_box: SecretBox | None,
 ) -> _Plan:
     """Decide every request against ``stock`` and ``found_keys``: the results, the units taken
     and the rows to write (nothing is written here)."""
-    secret_box = box
     results: list[Result | None] = [None] * len(requests)
     # Requests whose key this batch stores an outcome for → the key row's created_at (a
     # take-over keeps the abandoned claim's).

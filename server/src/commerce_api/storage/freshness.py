@@ -95,9 +95,9 @@ def unsaid(conn: Executor, name: str) -> bool:
 
 
 def unsay(conn: Executor, name: str) -> None:
-    """Forget that ``name``'s notification was sent in this transaction: the statement that
-    sent it was rolled back (to a savepoint). At worst it is sent twice, which PostgreSQL
-    delivers once."""
+    """Forget that ``name``'s notification was noted as sent in this transaction (``unsaid``):
+    the statement that was to send it did not (it wrote nothing). At worst it is sent twice,
+    which PostgreSQL delivers once."""
     changed: set[str] | None = conn.info.get(CHANGED)
     if changed is not None:
         changed.discard(name)
