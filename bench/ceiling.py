@@ -1,7 +1,8 @@
 """The ceiling app: the smallest ASGI app that answers with the same bytes as the service.
 
 ``make bench`` serves it with the same server as ``commerce-api serve`` (granian, one worker,
-the very options ``app.serving.granian_options`` gives it) and reports every figure of the real
+the very options ``app.serving.granian_options`` gives it, over RSGI through the same bridge,
+``app.rsgi.RSGIApp``) and reports every figure of the real
 service as a ratio to it. ``GET /v1/products/<id>`` answers the bytes of the file named by
 BENCH_CEILING_DETAIL, every other path those of BENCH_CEILING_LIST.
 
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from starlette.types import Receive, Scope, Send
+
 
 def _response(variable: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
     body = Path(os.environ[variable]).read_bytes()
@@ -26,12 +29,20 @@ LIST = _response("BENCH_CEILING_LIST")
 DETAIL = _response("BENCH_CEILING_DETAIL")
 
 
-async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         return
     headers, body = DETAIL if scope["path"].startswith("/v1/products/") else LIST
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def served() -> Any:
+    """The app as ``serve`` serves its own (granian's factory target)."""
+    from commerce_api.app.rsgi import RSGIApp
+    from commerce_api.core.errors import MAX_BODY_BYTES
+
+    return RSGIApp(app, whole_body_up_to=MAX_BODY_BYTES)
 
 
 def main(port: int) -> None:
@@ -41,7 +52,7 @@ def main(port: int) -> None:
     from commerce_api.settings import Settings
 
     options = granian_options(Settings(log_level="warning"), "127.0.0.1", port, 1)
-    Granian("bench.ceiling:app", **{**options, "factory": False}).serve()
+    Granian("bench.ceiling:served", **options).serve()
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def test_the_settings_become_granians_documented_options() -> None:
         log_level="warning",
     )
     options = granian_options(settings, "127.0.0.1", 8000, 2)
-    assert options["interface"] == Interfaces.ASGI
+    assert options["interface"] == Interfaces.RSGI
     assert options["http"] == HTTPModes.http1
     assert options["factory"] is True
     assert options["workers"] == 2

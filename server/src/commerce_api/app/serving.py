@@ -24,6 +24,7 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
+from commerce_api.app.rsgi import RSGIApp
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE
 from commerce_api.observability.logging import logging_config
 from commerce_api.settings import Settings
@@ -63,7 +64,9 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
     return {
         "address": host,
         "port": port,
-        "interface": Interfaces.ASGI,  # with the ASGI lifespan, run in every worker
+        # RSGI: the app is ASGI, served through app/rsgi.py (why: there), its lifespan run in
+        # every worker.
+        "interface": Interfaces.RSGI,
         "factory": True,
         "workers": workers,
         # HTTP/1.1 only: what nginx speaks to its upstreams, and what the limits above cover.
@@ -116,13 +119,15 @@ def check_port_free(host: str, port: int) -> None:
             raise
 
 
-def served_app() -> ASGIApp:
-    """The app as each of ``serve``'s workers runs it (granian's factory target)."""
+def served_app() -> RSGIApp:
+    """The app as each of ``serve``'s workers runs it (granian's factory target): guarded, and
+    over RSGI."""
     from commerce_api.app.factory import create_app
+    from commerce_api.core.errors import MAX_BODY_BYTES
 
     _die_with_parent()
     settings = Settings()
-    return guarded(create_app(settings), settings)
+    return RSGIApp(guarded(create_app(settings), settings), whole_body_up_to=MAX_BODY_BYTES)
 
 
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:

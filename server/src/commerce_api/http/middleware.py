@@ -301,7 +301,8 @@ class ServerGuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        # The path as sent (served over RSGI, the decoded one: app/rsgi.py).
+        head = len(scope.get("raw_path") or scope["path"]) + len(scope.get("query_string") or b"")
         head += sum([len(name) + len(value) for name, value in scope["headers"]])
         if head + _HEADER_LINE_OVERHEAD * len(scope["headers"]) > self.max_header_bytes:
             closing = [(b"connection", b"close")]
