@@ -3,6 +3,7 @@ tests/app/test_rsgi.py's servers): each route shows one side of the bridge.
 
 ``RSGI_TEST_DIR``: where the lifespan and the disconnect watcher leave their marks.
 ``RSGI_TEST_FAIL_STARTUP``: the lifespan's startup fails.
+``RSGI_TEST_NO_LIFESPAN``: the app has no lifespan (it returns at once, as ASGI allows).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ async def _lifespan(scope: Scope, receive: Receive, send: Send) -> None:
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
-        await _lifespan(scope, receive, send)
+        if not os.environ.get("RSGI_TEST_NO_LIFESPAN"):
+            await _lifespan(scope, receive, send)
         return
     path = scope["path"]
     if path == "/scope":

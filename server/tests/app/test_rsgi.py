@@ -54,9 +54,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def _served(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def _served(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    process = _granian(port, tmp_path)
+    process = _granian(port, tmp_path, **env)
     base = f"http://{HOST}:{port}"
     deadline = time.monotonic() + STARTUP_SECONDS
     try:
@@ -186,6 +186,13 @@ def test_the_lifespan_ends_when_the_server_stops(tmp_path: Path) -> None:
         _stop(process)
         assert process.returncode == 0
     assert (tmp_path / "stopped").read_text() == "yes"
+
+
+def test_an_app_without_a_lifespan_is_served(tmp_path: Path) -> None:
+    with _served(tmp_path, RSGI_TEST_NO_LIFESPAN="1") as (base, process):
+        assert httpx.get(f"{base}/scope").json()["started"] is False
+        _stop(process)
+        assert process.returncode == 0
 
 
 def test_a_failed_startup_stops_the_server(tmp_path: Path) -> None:

@@ -267,9 +267,9 @@ async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Me
     """The body, if it is exactly the declared ``size``; the messages read, to hand back.
 
     Reading stops once ``size`` bytes have come: the server frames the body by its
-    Content-Length, so it is whole then, and granian sends a body's data and its end as two
-    messages, each a round trip through its I/O thread — the second is not waited for (the full
-    stack, if it takes the request, reads it from ``receive`` after the replayed ones)."""
+    Content-Length, so it is whole then, and what follows the body is not waited for (the full
+    stack, if it takes the request, reads it from ``receive`` after the replayed ones). Served
+    by ``serve`` (``app/rsgi.py``), a body of this size comes whole in one message."""
     messages: list[Message] = []
     chunks: list[bytes] = []
     total = 0

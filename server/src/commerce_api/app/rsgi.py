@@ -180,12 +180,14 @@ class _Lifespan:
         except BaseException as exc:
             await self.outbox.put({"type": "lifespan.failed", "message": repr(exc)})
             raise
+        # An app without a lifespan returns at once (ASGI: then the server goes on without it).
+        await self.outbox.put({"type": "lifespan.returned"})
 
     async def startup(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run(), name="lifespan")
         await self.inbox.put({"type": "lifespan.startup"})
         answer = await self.outbox.get()
-        if answer["type"] != "lifespan.startup.complete":
+        if answer["type"] not in ("lifespan.startup.complete", "lifespan.returned"):
             raise RuntimeError(answer.get("message") or answer["type"])
 
     async def shutdown(self) -> None:
