@@ -17,6 +17,7 @@ from commerce_api.core.errors import APIError
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.http.context import RequestContext
+from commerce_api.http.pipeline import bearer_token
 from commerce_api.readpath.service import ReadPath
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import accounts as accounts_table
@@ -302,11 +303,11 @@ async def test_key_of_another_environment_is_refused(db: Database) -> None:
     ],
 )
 def test_bearer_token(header: str, token: str) -> None:
-    assert accounts.bearer_token(header) == token
+    assert bearer_token(header) == token
 
 
 @pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer   ", "Basic abc", "sk_sandbox_abc"])
 def test_bearer_token_refuses_malformed_headers(header: str | None) -> None:
     with pytest.raises(APIError) as info:
-        accounts.bearer_token(header)
+        bearer_token(header)
     _assert_unauthorized(info.value)

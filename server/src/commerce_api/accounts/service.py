@@ -114,25 +114,6 @@ async def revoke_key(conn: AsyncConnection, key_id: str, at: datetime | None = N
     return await repository.revoke_key(conn, key_id, at or utcnow())
 
 
-def bearer_token(authorization: str | None) -> str:
-    """The key from an ``Authorization: Bearer …`` header, or a 401 saying what is wrong."""
-    if not authorization:
-        raise unauthorized(
-            "Missing API key. Send it as `Authorization: Bearer <API_KEY>`.",
-            "Authorization",
-            reason="missing_api_key",
-        )
-    scheme, _, token = authorization.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        raise unauthorized(
-            "Malformed Authorization header. Send `Authorization: Bearer <API_KEY>`.",
-            "Authorization",
-            reason="malformed_authorization",
-        )
-    return token
-
-
 def key_lookup_hash(token: str, environment: Environment) -> str:
     """The hash to look a key up by, or a 401 for a key that cannot be valid here."""
     issued_for = key_environment(token)

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from commerce_api.accounts.service import Principal, bearer_token
+from commerce_api.accounts.service import Principal
 from commerce_api.core import tracing
-from commerce_api.core.errors import APIError, error_body
+from commerce_api.core.errors import APIError, error_body, unauthorized
 from commerce_api.http.context import RequestContext, context
 from commerce_api.http.services import Authenticator, RequestServices
 from commerce_api.observability import AnsweredRequest
@@ -112,6 +112,25 @@ def json_body_size(headers: dict[bytes, bytes]) -> int | None:
 def header_text(headers: dict[bytes, bytes], lower_name: bytes) -> str | None:
     value = headers.get(lower_name)
     return None if value is None else value.decode("latin-1")
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The key from an ``Authorization: Bearer …`` header, or a 401 saying what is wrong."""
+    if not authorization:
+        raise unauthorized(
+            "Missing API key. Send it as `Authorization: Bearer <API_KEY>`.",
+            "Authorization",
+            reason="missing_api_key",
+        )
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized(
+            "Malformed Authorization header. Send `Authorization: Bearer <API_KEY>`.",
+            "Authorization",
+            reason="malformed_authorization",
+        )
+    return token
 
 
 def authorization(headers: dict[bytes, bytes]) -> str | None:
