@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     # Requests one client address may have in flight in a worker; past it that client alone is
     # answered 503 (http/middleware.py). With trusted proxies, the address they forward.
     http_max_requests_per_client: int = Field(default=64, ge=1)
+    # Each `serve` worker's threads run under Linux's SCHED_BATCH policy (app/serving.py): the
+    # server's I/O thread and the app's thread no longer preempt each other at every hand-over.
+    # `false`: the default policy. Ignored where the platform has no such policy.
+    http_batch_scheduling: bool = True
     # A request head (request line and headers) larger than this is answered 431.
     http_max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
     # Addresses or networks (comma-separated, e.g. `127.0.0.1,::1` or `10.0.0.0/8`; `*` for any,
