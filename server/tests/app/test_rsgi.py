@@ -228,6 +228,12 @@ class _Headers:
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._names
+
+    def get(self, key: str) -> str | None:
+        return dict(self._items).get(key)
+
     def __len__(self) -> int:
         return len(self._names)
 

@@ -8,6 +8,7 @@ a raw socket, as a slow or hostile client would meet it.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -284,3 +285,24 @@ def test_the_server_process_helper_runs_granian(tmp_path: Path) -> None:
     with running_server(f"sqlite:///{tmp_path / 'commerce.db'}", tmp_path) as running:
         log = running.stderr_path.read_text(encoding="utf-8")
     assert "granian" in log
+
+
+def _worker_thread_policies(server: RunningServer) -> set[int]:
+    """The scheduling policies of every thread of serve's worker (granian's child process)."""
+    children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+    assert len(children) == 1, children
+    threads = [int(tid) for tid in os.listdir(f"/proc/{children[0]}/task")]
+    assert len(threads) > 1, "granian's I/O thread and the app's: at least two"
+    return {os.sched_getscheduler(tid) for tid in threads}
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux's SCHED_BATCH")
+@pytest.mark.parametrize(("setting", "policy"), [("true", "SCHED_BATCH"), ("false", "SCHED_OTHER")])
+def test_every_worker_thread_runs_under_the_scheduling_setting(
+    tmp_path: Path, setting: str, policy: str
+) -> None:
+    settings = {"COMMERCE_HTTP_BATCH_SCHEDULING": setting}
+    with running_server(
+        f"sqlite:///{tmp_path / 'commerce.db'}", tmp_path, settings=settings
+    ) as running:
+        assert _worker_thread_policies(running) == {getattr(os, policy)}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator
 from typing import Any, Protocol
 
 from starlette.types import ASGIApp, Message
@@ -37,7 +37,9 @@ _ASGI = {"version": "3.0", "spec_version": "2.3"}
 class _Headers(Protocol):
     """RSGI's headers: a mapping of lower-case names to text values."""
 
-    def items(self) -> Sequence[tuple[str, str]]: ...
+    def items(self) -> Collection[tuple[str, str]]: ...
+    def get(self, key: str) -> str | None: ...
+    def __contains__(self, key: object) -> bool: ...
     def __iter__(self) -> Iterator[str]: ...  # the names, each once
     def __len__(self) -> int: ...
 
@@ -58,12 +60,21 @@ class RSGIScope(Protocol):
     def headers(self) -> _Headers: ...
 
 
+_ADDRESSES: dict[str, tuple[str, int]] = {}  # memoised: a connection's requests share theirs
+_MAX_ADDRESSES = 4096
+
+
 def _address(text: str) -> tuple[str, int]:
     """RSGI's ``{address}:{port}`` (an IPv6 address in brackets) as ASGI's (host, port)."""
-    host, _, port = text.rpartition(":")
-    if host.startswith("["):
-        host = host[1:-1]
-    return host, int(port)
+    address = _ADDRESSES.get(text)
+    if address is None:
+        host, _, port = text.rpartition(":")
+        if host.startswith("["):
+            host = host[1:-1]
+        if len(_ADDRESSES) >= _MAX_ADDRESSES:
+            _ADDRESSES.clear()
+        address = _ADDRESSES[text] = (host, int(port))
+    return address
 
 
 def asgi_headers(headers: _Headers) -> list[tuple[bytes, bytes]]:
@@ -147,19 +158,18 @@ class _Exchange:
                 raise OSError("the client closed the connection") from exc
 
 
-def _declared_length(headers: list[tuple[bytes, bytes]], whole_up_to: int) -> int | None:
+def _declared_length(headers: _Headers, whole_up_to: int) -> int | None:
     """The body's length when it can be read whole: 0 without a body, the ``Content-Length``
-    if within ``whole_up_to``; else None (read in chunks)."""
-    length = None
-    for name, value in headers:
-        if name == b"content-length":
-            if length is not None or not value.isdigit():
-                return None
-            length = int(value)
-        elif name == b"transfer-encoding":
-            return None
-    if length is None:
-        return 0
+    if within ``whole_up_to``; else None (read in chunks). (hyper has refused a request whose
+    lengths disagree.)"""
+    if "transfer-encoding" in headers:
+        return None
+    value = headers.get("content-length")
+    if value is None:
+        return None if "content-length" in headers else 0
+    if not value.isdigit():
+        return None
+    length = int(value)
     return length if length <= whole_up_to else None
 
 
@@ -222,8 +232,9 @@ class RSGIApp:
     async def __rsgi__(self, scope: RSGIScope, protocol: Any) -> None:
         if scope.proto != "http":  # websockets are off (serving.granian_options)
             return
-        headers = asgi_headers(scope.headers)
-        exchange = _Exchange(protocol, _declared_length(headers, self.whole_body_up_to))
+        given = scope.headers
+        headers = asgi_headers(given)
+        exchange = _Exchange(protocol, _declared_length(given, self.whole_body_up_to))
         asgi_scope = {
             "type": "http",
             "asgi": _ASGI,
