@@ -247,6 +247,6 @@ class RSGIApp:
             "headers": headers,
             "client": _address(scope.client),
             "server": _address(scope.server),
-            "state": self.lifespan.state.copy(),
+            "state": self.lifespan.state.copy() if self.lifespan.state else {},
         }
         await self.app(asgi_scope, exchange.receive, exchange.send)
