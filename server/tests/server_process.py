@@ -102,7 +102,8 @@ def _wait_until_healthy(process: subprocess.Popen[Any], base_url: str, deadline:
     raise AssertionError(f"/healthz did not answer 200 within {STARTUP_TIMEOUT_SECONDS} s")
 
 
-def _stop(process: subprocess.Popen[Any]) -> None:
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL if ``process`` outlives its grace period (a stopped one is left)."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
@@ -188,7 +189,7 @@ class _Process:
 
     def stop(self) -> None:
         try:
-            _stop(self.process)
+            stop_process(self.process)
         finally:
             self.pump.join(timeout=SHUTDOWN_TIMEOUT_SECONDS)
             assert self.process.stdout is not None

@@ -7,7 +7,6 @@ fails before it answers. (``serve`` itself runs over it in every test that start
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 
 from commerce_api.app.rsgi import _address, asgi_headers
 from tests.app.rsgi_target import WHOLE_BODY_UP_TO
-from tests.server_process import HOST, free_port
+from tests.server_process import HOST, free_port, stop_process
 
 SERVER_DIRECTORY = Path(__file__).resolve().parents[2]  # server/: where ``tests`` imports from
 STARTUP_SECONDS = 20.0
@@ -43,16 +42,6 @@ def _granian(port: int, marks: Path, **env: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @contextmanager
 def _served(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
@@ -70,7 +59,7 @@ def _served(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[
                 time.sleep(0.1)
         yield base, process
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +172,7 @@ def test_the_lifespan_ends_when_the_server_stops(tmp_path: Path) -> None:
     with _served(tmp_path) as (_, process):
         assert (tmp_path / "started").exists()
         assert not (tmp_path / "stopped").exists()
-        _stop(process)
+        stop_process(process)
         assert process.returncode == 0
     assert (tmp_path / "stopped").read_text() == "yes"
 
@@ -191,7 +180,7 @@ def test_the_lifespan_ends_when_the_server_stops(tmp_path: Path) -> None:
 def test_an_app_without_a_lifespan_is_served(tmp_path: Path) -> None:
     with _served(tmp_path, RSGI_TEST_NO_LIFESPAN="1") as (base, process):
         assert httpx.get(f"{base}/scope").json()["started"] is False
-        _stop(process)
+        stop_process(process)
         assert process.returncode == 0
 
 
@@ -200,7 +189,7 @@ def test_a_failed_startup_stops_the_server(tmp_path: Path) -> None:
     try:
         returncode = process.wait(timeout=30)
     finally:
-        _stop(process)
+        stop_process(process)
     assert returncode != 0
     stderr = process.stderr.read().decode() if process.stderr else ""
     assert "startup failed" in stderr

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from tests.helpers import bearer
-from tests.server_process import running_server
+from tests.server_process import running_server, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -210,16 +209,6 @@ class Page:
         path.write_bytes(base64.b64decode(shot["data"]))
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
 @contextmanager
 def chromium_page(binary: str, workdir: Path) -> Iterator[Page]:
     """Start Chromium with a fresh profile; yield its first tab, network interception on."""
@@ -253,7 +242,7 @@ def chromium_page(binary: str, workdir: Path) -> Iterator[Page]:
             page.call("Page.enable")
             yield page
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 def _operation(method: str, path: str) -> str:
