@@ -27,7 +27,7 @@ import pytest
 from tests.factories import cli_env, last_line, run_cli
 from tests.helpers import bearer
 from tests.ratelimit.test_rate_limits import redis_keys
-from tests.server_process import COMMERCE_API, HOST, _stop, free_port, stderr_tail
+from tests.server_process import COMMERCE_API, HOST, free_port, stderr_tail, stop_process
 from tests.server_process import _wait_until_healthy as wait_until_healthy
 
 pytestmark = pytest.mark.slow
@@ -82,7 +82,7 @@ def running_servers(env: Mapping[str, str], workdir: Path, count: int) -> Iterat
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )
-            stack.callback(_stop, process)
+            stack.callback(stop_process, process)
             servers.append(Server(f"http://{HOST}:{port}", process, stderr_path))
         deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
         for server in servers:

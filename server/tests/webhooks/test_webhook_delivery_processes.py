@@ -35,10 +35,10 @@ from tests.server_process import (
     HOST,
     SHUTDOWN_TIMEOUT_SECONDS,
     STARTUP_TIMEOUT_SECONDS,
-    _stop,
     _wait_until_healthy,
     free_port,
     stderr_tail,
+    stop_process,
 )
 from tests.webhook_receiver import Receiver, eventually, running_receiver
 
@@ -97,7 +97,7 @@ class Child:
             ) from None
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_process(self.process)
 
 
 @contextmanager
