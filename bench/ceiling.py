@@ -38,13 +38,11 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 def served() -> Any:
-    """The app as ``serve`` serves its own (granian's factory target)."""
-    from commerce_api.app.rsgi import RSGIApp
-    from commerce_api.app.serving import schedule_as_batch
-    from commerce_api.core.errors import MAX_BODY_BYTES
+    """The app as ``serve``'s workers serve theirs (granian's factory target)."""
+    from commerce_api.app.serving import over_rsgi
+    from commerce_api.settings import Settings
 
-    schedule_as_batch()  # as serve's workers run (COMMERCE_HTTP_BATCH_SCHEDULING's default)
-    return RSGIApp(app, whole_body_up_to=MAX_BODY_BYTES)
+    return over_rsgi(app, Settings())
 
 
 def main(port: int) -> None:

@@ -88,6 +88,13 @@ def asgi_headers(headers: _Headers) -> list[tuple[bytes, bytes]]:
     return listed
 
 
+# How the rest of a request's body is to be read (``_Exchange.reading``).
+_EMPTY = "empty"  # none was sent: one empty message, without asking
+_WHOLE = "whole"  # in one call
+_CHUNKS = "chunks"  # chunk by chunk
+_READ = "read"  # it has been: what follows is the client's going
+
+
 class _Exchange:
     """One request: the ASGI ``receive`` and ``send`` over its RSGI protocol.
 
@@ -97,27 +104,27 @@ class _Exchange:
     for the client to go. A response whose body comes in one message is sent with one call; one
     in several messages is streamed."""
 
-    __slots__ = ("body_done", "chunks", "headers", "length", "protocol", "status", "stream")
+    __slots__ = ("chunks", "headers", "protocol", "reading", "status", "stream")
 
-    def __init__(self, protocol: Any, length: int | None) -> None:
+    def __init__(self, protocol: Any, reading: str) -> None:
         self.protocol = protocol
-        self.length = length  # None: read in chunks
-        self.body_done = length == 0
+        self.reading = reading
         self.chunks: Any = None
         self.status = 500
         self.headers: list[tuple[str, str]] = []
         self.stream: Any = None
 
     async def receive(self) -> Message:
-        if self.body_done:
-            if self.length == 0:  # nothing was sent: no need to ask
-                self.length = -1
-                return {"type": "http.request", "body": b"", "more_body": False}
+        reading = self.reading
+        if reading is _READ:
             await self.protocol.client_disconnect()
             return {"type": "http.disconnect"}
+        if reading is _EMPTY:
+            self.reading = _READ
+            return {"type": "http.request", "body": b"", "more_body": False}
         try:
-            if self.length is not None:
-                self.body_done = True
+            if reading is _WHOLE:
+                self.reading = _READ
                 return {"type": "http.request", "body": await self.protocol(), "more_body": False}
             if self.chunks is None:
                 self.chunks = aiter(self.protocol)
@@ -126,10 +133,10 @@ class _Exchange:
             except StopAsyncIteration:
                 chunk = b""
         except Exception:  # the client went away mid-body (RSGI's protocol error)
-            self.body_done = True
+            self.reading = _READ
             return {"type": "http.disconnect"}
         if not chunk:
-            self.body_done = True
+            self.reading = _READ
         return {"type": "http.request", "body": chunk, "more_body": bool(chunk)}
 
     async def send(self, message: Message) -> None:
@@ -158,19 +165,18 @@ class _Exchange:
                 raise OSError("the client closed the connection") from exc
 
 
-def _declared_length(headers: _Headers, whole_up_to: int) -> int | None:
-    """The body's length when it can be read whole: 0 without a body, the ``Content-Length``
-    if within ``whole_up_to``; else None (read in chunks). (hyper has refused a request whose
-    lengths disagree.)"""
+def _reading(headers: _Headers, whole_up_to: int) -> str:
+    """How the body is to be read: ``_EMPTY`` without one, ``_WHOLE`` with a ``Content-Length``
+    within ``whole_up_to``, else ``_CHUNKS``. (hyper has refused a request whose lengths
+    disagree.)"""
     if "transfer-encoding" in headers:
-        return None
+        return _CHUNKS
     value = headers.get("content-length")
     if value is None:
-        return None if "content-length" in headers else 0
-    if not value.isdigit():
-        return None
-    length = int(value)
-    return length if length <= whole_up_to else None
+        return _CHUNKS if "content-length" in headers else _EMPTY
+    if not value.isdigit() or int(value) > whole_up_to:
+        return _CHUNKS
+    return _WHOLE
 
 
 class _Lifespan:
@@ -234,7 +240,7 @@ class RSGIApp:
             return
         given = scope.headers
         headers = asgi_headers(given)
-        exchange = _Exchange(protocol, _declared_length(given, self.whole_body_up_to))
+        exchange = _Exchange(protocol, _reading(given, self.whole_body_up_to))
         asgi_scope = {
             "type": "http",
             "asgi": _ASGI,

@@ -18,7 +18,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -123,13 +123,20 @@ def served_app() -> RSGIApp:
     """The app as each of ``serve``'s workers runs it (granian's factory target): guarded, and
     over RSGI."""
     from commerce_api.app.factory import create_app
-    from commerce_api.core.errors import MAX_BODY_BYTES
 
     _die_with_parent()
     settings = Settings()
+    return over_rsgi(guarded(create_app(settings), settings), settings)
+
+
+def over_rsgi(app: ASGIApp, settings: Settings) -> RSGIApp:
+    """``app`` as a worker serves it: over RSGI (``app/rsgi.py``), the worker's threads under
+    the scheduling ``settings`` asks for. (``bench/ceiling.py`` serves its app so too.)"""
+    from commerce_api.core.errors import MAX_BODY_BYTES
+
     if settings.http_batch_scheduling:
         schedule_as_batch()
-    return RSGIApp(guarded(create_app(settings), settings), whole_body_up_to=MAX_BODY_BYTES)
+    return RSGIApp(app, whole_body_up_to=MAX_BODY_BYTES)
 
 
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
@@ -150,9 +157,9 @@ def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     return app
 
 
-def schedule_as_batch() -> bool:
+def schedule_as_batch() -> None:
     """Put the calling thread, and every thread it starts from now on, under Linux's
-    ``SCHED_BATCH`` policy (sched(7)); False where the platform has no such policy.
+    ``SCHED_BATCH`` policy (sched(7)), where the platform has it and permits it.
 
     Why: a worker is two threads that hand every request to each other (granian's I/O thread
     parses it and wakes the app's event loop; the loop answers and wakes the I/O thread). Under
@@ -167,12 +174,10 @@ def schedule_as_batch() -> bool:
     the policy)."""
     policy = getattr(os, "SCHED_BATCH", None)
     if policy is None:
-        return False
-    try:
+        return
+    # Not permitted here (a restricted container, say): the default stays.
+    with suppress(OSError):
         os.sched_setscheduler(0, policy, os.sched_param(0))
-    except OSError:  # not permitted here (a restricted container, say): the default stays
-        return False
-    return True
 
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
