@@ -4,6 +4,7 @@ tests/app/test_rsgi.py's servers): each route shows one side of the bridge.
 ``RSGI_TEST_DIR``: where the lifespan and the disconnect watcher leave their marks.
 ``RSGI_TEST_FAIL_STARTUP``: the lifespan's startup fails.
 ``RSGI_TEST_NO_LIFESPAN``: the app has no lifespan (it returns at once, as ASGI allows).
+``RSGI_TEST_LIFESPAN_RAISES``: the app raises for the lifespan (ASGI: then it has none).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 from commerce_api.app.rsgi import RSGIApp
 
 WHOLE_BODY_UP_TO = 64
+LINGER_SECONDS = 3.0
 
 
 def _marks() -> Path:
@@ -37,6 +39,16 @@ async def _json(send: Send, value: Any, status: int = 200) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _start(send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain")],
+        }
+    )
 
 
 async def _lifespan(scope: Scope, receive: Receive, send: Send) -> None:
@@ -56,6 +68,8 @@ async def _lifespan(scope: Scope, receive: Receive, send: Send) -> None:
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
+        if os.environ.get("RSGI_TEST_LIFESPAN_RAISES"):
+            raise RuntimeError("this app knows no lifespan")
         if not os.environ.get("RSGI_TEST_NO_LIFESPAN"):
             await _lifespan(scope, receive, send)
         return
@@ -93,13 +107,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
             },
         )
     elif path == "/stream":
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/plain")],
-            }
-        )
+        await _start(send)
         for part in (b"one,", b"two,", b"three"):
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -112,6 +120,24 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
                 yield f"row {number}\n".encode()
 
         await StreamingResponse(rows(), media_type="text/csv")(scope, receive, send)
+    elif path == "/stream-then-linger":  # the last message sent, the app goes on working
+        await _start(send)
+        await send({"type": "http.response.body", "body": b"all ", "more_body": True})
+        await send({"type": "http.response.body", "body": b"sent", "more_body": False})
+        await asyncio.sleep(LINGER_SECONDS)
+    elif path == "/stream-then-fail":  # part of a streamed body, then the app fails (as an
+        # export whose database fails mid-way: Starlette's task group keeps the failure's
+        # traceback, and all it holds, alive until the garbage collector runs)
+
+        async def failing() -> AsyncIterator[bytes]:
+            yield b"part"
+            raise RuntimeError("the app failed while streaming")
+
+        await StreamingResponse(failing(), media_type="text/plain")(scope, receive, send)
+    elif path == "/receive-after-answer":
+        await _json(send, {"answered": True})
+        kinds = [(await asyncio.wait_for(receive(), 10))["type"] for _ in range(2)]
+        (_marks() / "after-answer").write_text(",".join(kinds))
     elif path == "/empty":
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})

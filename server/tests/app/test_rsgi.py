@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from commerce_api.app.rsgi import _address, asgi_headers
-from tests.app.rsgi_target import WHOLE_BODY_UP_TO
+from tests.app.rsgi_target import LINGER_SECONDS, WHOLE_BODY_UP_TO
 from tests.server_process import HOST, free_port, stop_process
 
 SERVER_DIRECTORY = Path(__file__).resolve().parents[2]  # server/: where ``tests`` imports from
@@ -150,6 +150,43 @@ def test_responses_whole_streamed_and_empty(served: tuple[str, Path]) -> None:
     assert empty.content == b""
 
 
+def test_a_stream_ends_with_the_apps_last_message(served: tuple[str, Path]) -> None:
+    """Not when the app returns: what it does after answering never holds the client."""
+    base, _ = served
+    started = time.monotonic()
+    answer = httpx.get(f"{base}/stream-then-linger", timeout=LINGER_SECONDS + 5)
+    assert answer.text == "all sent"
+    assert time.monotonic() - started < LINGER_SECONDS / 2
+
+
+def test_a_stream_the_app_fails_in_is_ended_not_held_open(served: tuple[str, Path]) -> None:
+    base, _ = served
+    with httpx.stream("GET", f"{base}/stream-then-fail", timeout=5) as answer:
+        assert answer.status_code == 200
+        assert answer.read() == b"part"  # ended at once (RSGI cannot abort it): no timeout
+    assert httpx.get(f"{base}/scope").status_code == 200  # and the worker serves on
+
+
+def test_receive_after_the_answer_says_the_request_is_over(served: tuple[str, Path]) -> None:
+    base, marks = served
+    assert httpx.get(f"{base}/receive-after-answer").json() == {"answered": True}
+    deadline = time.monotonic() + 5
+    while not (marks / "after-answer").exists():
+        assert time.monotonic() < deadline, "receive() after the answer did not return"
+        time.sleep(0.05)
+    assert (marks / "after-answer").read_text() == "http.disconnect,http.disconnect"
+
+
+def test_http_1_0_is_asgis_1_0(served: tuple[str, Path]) -> None:
+    base, _ = served
+    with socket.create_connection((HOST, int(base.rsplit(":", 1)[1])), timeout=5) as sock:
+        sock.sendall(b"GET /scope HTTP/1.0\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert b'"http_version": "1.0"' in answer, answer
+
+
 def test_the_app_sees_the_client_go(served: tuple[str, Path]) -> None:
     base, marks = served
     with socket.create_connection((HOST, int(base.rsplit(":", 1)[1])), timeout=5) as sock:
@@ -179,6 +216,14 @@ def test_the_lifespan_ends_when_the_server_stops(tmp_path: Path) -> None:
 
 def test_an_app_without_a_lifespan_is_served(tmp_path: Path) -> None:
     with _served(tmp_path, RSGI_TEST_NO_LIFESPAN="1") as (base, process):
+        assert httpx.get(f"{base}/scope").json()["started"] is False
+        stop_process(process)
+        assert process.returncode == 0
+
+
+def test_an_app_that_raises_for_the_lifespan_is_served_without_one(tmp_path: Path) -> None:
+    """ASGI: "the server must continue but not send any lifespan events"."""
+    with _served(tmp_path, RSGI_TEST_LIFESPAN_RAISES="1") as (base, process):
         assert httpx.get(f"{base}/scope").json()["started"] is False
         stop_process(process)
         assert process.returncode == 0

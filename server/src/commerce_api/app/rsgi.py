@@ -16,7 +16,14 @@ What RSGI does not carry, and what the app sees instead:
 - a header value that is not visible ASCII (RSGI gives values as text and leaves such values
   out) arrives empty, so that the header's presence is kept: an ``Idempotency-Key`` or a key
   of that kind is refused as malformed, never ignored;
-- ``raw_path``: RSGI gives the decoded path only (as ASGI's ``path``).
+- ``raw_path``: RSGI gives the decoded path only (as ASGI's ``path``);
+- a response header's value is given to RSGI as text: bytes outside ASCII would reach the
+  client re-encoded (the app sends none: its values are ASCII);
+- a streamed answer cannot be cut short on the wire: RSGI 1.6 has no way to abort one, so when
+  the app fails after part of a streamed body, the stream is ended at once (never held open)
+  and the failure logged, but the client sees a body that ended; a chunked request body the
+  client cuts off reads as ended, not as a disconnect (granian ends the iteration) — ours are
+  JSON objects and multipart forms, which a cut makes unreadable, never another valid body.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from starlette.types import ASGIApp, Message
 logger = logging.getLogger("commerce_api")
 
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
+_HTTP_VERSIONS = {"1": "1.0", "1.0": "1.0", "1.1": "1.1", "2": "2"}  # RSGI's "1" is HTTP/1.0
 
 
 class _Headers(Protocol):
@@ -93,6 +101,7 @@ _EMPTY = "empty"  # none was sent: one empty message, without asking
 _WHOLE = "whole"  # in one call
 _CHUNKS = "chunks"  # chunk by chunk
 _READ = "read"  # it has been: what follows is the client's going
+_ANSWERED = "answered"  # the response has been sent: the request is over (ASGI: disconnect)
 
 
 class _Exchange:
@@ -101,8 +110,12 @@ class _Exchange:
     A body declared with a ``Content-Length`` within ``whole_up_to`` bytes is read in one call
     (hyper frames it by that length, so it cannot be longer); any other is read in chunks, so
     that the app's size limit holds before more is buffered. After the body, ``receive`` waits
-    for the client to go. A response whose body comes in one message is sent with one call; one
-    in several messages is streamed."""
+    for the client to go, and once the response is sent it says at once that the request is
+    over (ASGI's ``http.disconnect``). A response whose body comes in one message is sent with
+    one call; one in several messages is streamed, and the stream ends with the app's last
+    message: RSGI ends a stream when its transport is let go (``stop_streaming``), so what the
+    app does after answering (a background task, a dependency's teardown) never holds the
+    client."""
 
     __slots__ = ("chunks", "headers", "protocol", "reading", "status", "stream")
 
@@ -116,6 +129,8 @@ class _Exchange:
 
     async def receive(self) -> Message:
         reading = self.reading
+        if reading is _ANSWERED:
+            return {"type": "http.disconnect"}
         if reading is _READ:
             await self.protocol.client_disconnect()
             return {"type": "http.disconnect"}
@@ -155,14 +170,25 @@ class _Exchange:
         stream = self.stream
         if stream is None:
             if not more:
+                self.reading = _ANSWERED
                 self.protocol.response_bytes(self.status, self.headers, body)
                 return
             stream = self.stream = self.protocol.response_stream(self.status, self.headers)
+        if not more:
+            self.reading = _ANSWERED
+            self.stream = None
         if body:
             try:
                 await stream.send_bytes(body)
             except Exception as exc:  # the client is gone (RSGI's protocol closed)
                 raise OSError("the client closed the connection") from exc
+
+    def stop_streaming(self) -> bool:
+        """Let go of the response's stream, which ends it; True when one was still open (the
+        app stopped before its last message)."""
+        open_stream = self.stream is not None
+        self.stream = None
+        return open_stream
 
 
 def _reading(headers: _Headers, whole_up_to: int) -> str:
@@ -194,7 +220,7 @@ class _Lifespan:
         try:
             await self.app(scope, self.inbox.get, self.outbox.put)
         except BaseException as exc:
-            await self.outbox.put({"type": "lifespan.failed", "message": repr(exc)})
+            await self.outbox.put({"type": "lifespan.raised", "message": repr(exc)})
             raise
         # An app without a lifespan returns at once (ASGI: then the server goes on without it).
         await self.outbox.put({"type": "lifespan.returned"})
@@ -203,6 +229,12 @@ class _Lifespan:
         self.task = asyncio.get_running_loop().create_task(self._run(), name="lifespan")
         await self.inbox.put({"type": "lifespan.startup"})
         answer = await self.outbox.get()
+        if answer["type"] == "lifespan.raised":
+            # ASGI: an app that raises for the lifespan instead of answering has none; the
+            # server goes on without it. (A failed startup is answered: ``startup.failed``.)
+            logger.warning("the app has no lifespan (it raised %s); serving on", answer["message"])
+            await asyncio.gather(self.task, return_exceptions=True)
+            return
         if answer["type"] not in ("lifespan.startup.complete", "lifespan.returned"):
             raise RuntimeError(answer.get("message") or answer["type"])
 
@@ -244,7 +276,7 @@ class RSGIApp:
         asgi_scope = {
             "type": "http",
             "asgi": _ASGI,
-            "http_version": scope.http_version,
+            "http_version": _HTTP_VERSIONS.get(scope.http_version, scope.http_version),
             "method": scope.method,
             "scheme": scope.scheme,
             "path": scope.path,
@@ -255,4 +287,8 @@ class RSGIApp:
             "server": _address(scope.server),
             "state": self.lifespan.state.copy() if self.lifespan.state else {},
         }
-        await self.app(asgi_scope, exchange.receive, exchange.send)
+        try:
+            await self.app(asgi_scope, exchange.receive, exchange.send)
+        finally:
+            if exchange.stop_streaming():
+                logger.error("a streamed answer to %s %s ended early", scope.method, scope.path)
