@@ -62,6 +62,15 @@ def _served(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[
         stop_process(process)
 
 
+def _mark(path: Path, missing: str) -> str:
+    """What the app wrote at ``path``, once it has (within 5 s; else fail with ``missing``)."""
+    deadline = time.monotonic() + 5
+    while not path.exists():
+        assert time.monotonic() < deadline, missing
+        time.sleep(0.05)
+    return path.read_text()
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     marks = tmp_path_factory.mktemp("rsgi")
@@ -170,11 +179,8 @@ def test_a_stream_the_app_fails_in_is_ended_not_held_open(served: tuple[str, Pat
 def test_receive_after_the_answer_says_the_request_is_over(served: tuple[str, Path]) -> None:
     base, marks = served
     assert httpx.get(f"{base}/receive-after-answer").json() == {"answered": True}
-    deadline = time.monotonic() + 5
-    while not (marks / "after-answer").exists():
-        assert time.monotonic() < deadline, "receive() after the answer did not return"
-        time.sleep(0.05)
-    assert (marks / "after-answer").read_text() == "http.disconnect,http.disconnect"
+    after = _mark(marks / "after-answer", "receive() after the answer did not return")
+    assert after == "http.disconnect,http.disconnect"
 
 
 def test_http_1_0_is_asgis_1_0(served: tuple[str, Path]) -> None:
@@ -192,11 +198,7 @@ def test_the_app_sees_the_client_go(served: tuple[str, Path]) -> None:
     with socket.create_connection((HOST, int(base.rsplit(":", 1)[1])), timeout=5) as sock:
         sock.sendall(b"GET /wait-for-disconnect HTTP/1.1\r\nHost: x\r\n\r\n")
         time.sleep(0.3)
-    deadline = time.monotonic() + 5
-    while not (marks / "disconnect").exists():
-        assert time.monotonic() < deadline, "the app never saw the client go"
-        time.sleep(0.05)
-    assert (marks / "disconnect").read_text() == "http.disconnect"
+    assert _mark(marks / "disconnect", "the app never saw the client go") == "http.disconnect"
 
 
 def test_an_app_that_fails_before_answering_gets_a_500(served: tuple[str, Path]) -> None:
