@@ -45,6 +45,7 @@ EXPECTED_COLUMNS = {
         "created_at",
         "updated_at",
         "archived_at",
+        "change_seq",
     },
 }
 NULLABLE = {

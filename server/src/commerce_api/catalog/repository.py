@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.catalog.schemas import ProductSort
 from commerce_api.storage import freshness
+from commerce_api.storage.instance import ensure_value
 from commerce_api.storage.tables import products
 
 LIST_COLUMNS = (
@@ -233,46 +234,62 @@ async def get_for_change(
     return row
 
 
-# Every write below changes what the cached product list shows, so each bumps its version
-# stamp in the same transaction (see readpath/freshness.py). Stock changes by orders do not:
-# list items carry no inventory_count.
+# Every write below changes what the in-memory catalogue shows, so each takes a change number
+# (``next_change``) in the same transaction and stamps the rows it writes with it. Stock
+# changes by orders do not: list items carry no inventory_count.
+
+# The counter of catalogue changes: one row, so catalogue writers on PostgreSQL take turns on
+# its lock from this statement to their commit — a change number is visible only once every
+# smaller one is (a reader that sees change n has seen every row of the changes before it).
+_NEXT_CHANGE = text(
+    "UPDATE instance_values SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT)"
+    f" WHERE name = '{freshness.CATALOG}' RETURNING value"
+)
+
+
+async def next_change(conn: AsyncConnection) -> int:
+    """The number of this transaction's catalogue change: every product row it writes carries
+    it (``change_seq``), and every process's catalogue applies those rows once it sees the
+    counter move (``readpath.catalog_index``)."""
+    seq = await conn.scalar(_NEXT_CHANGE)
+    if seq is None:  # a database no server has opened yet: the counter starts here
+        await ensure_value(conn, freshness.CATALOG, "0")
+        seq = await conn.scalar(_NEXT_CHANGE)
+    await freshness.touch(conn, freshness.CATALOG)
+    return int(seq)
 
 
 async def insert(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
-    await conn.execute(products.insert().values(**values))
-    await freshness.bump(conn, freshness.CATALOG)
+    seq = await next_change(conn)
+    await conn.execute(products.insert().values(**values, change_seq=seq))
 
 
 async def insert_many(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
     if rows:
-        await conn.execute(products.insert(), list(rows))
-        await freshness.bump(conn, freshness.CATALOG)
+        seq = await next_change(conn)
+        await conn.execute(products.insert(), [{**row, "change_seq": seq} for row in rows])
 
 
 async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
+    seq = await next_change(conn)
     result = await conn.execute(
         update(products)
         .where(products.c.id == product_id, ACTIVE)
-        .values(**values)
+        .values(**values, change_seq=seq)
         .returning(products.c.id)
     )
-    if result.first() is None:
-        return False
-    await freshness.bump(conn, freshness.CATALOG)
-    return True
+    return result.first() is not None
 
 
 async def update_any(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
+    seq = await next_change(conn)
     result = await conn.execute(
         update(products)
         .where(products.c.id == product_id)
-        .values(**values)
+        .values(**values, change_seq=seq)
         .returning(products.c.id)
     )
-    if result.first() is None:
-        return False
-    await freshness.bump(conn, freshness.CATALOG)
-    return True
+    return result.first() is not None
 
 
 async def archive(conn: AsyncConnection, product_id: str, at: datetime) -> bool:

@@ -208,5 +208,5 @@ class ReadPath:
 async def _ensure_stamps(db: Database) -> None:
     """Give each version stamp a first value, so caches can start (never overwrites one)."""
     async with db.write() as conn:
-        for name in (freshness.AUTH, freshness.CATALOG):
-            await ensure_value(conn, name, secrets.token_hex(8))
+        await ensure_value(conn, freshness.AUTH, secrets.token_hex(8))
+        await ensure_value(conn, freshness.CATALOG, "0")  # the count of catalogue changes
