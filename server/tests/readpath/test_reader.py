@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import orjson
+
 from commerce_api.catalog import repository
 from commerce_api.catalog.service import list_item, product_detail
 from commerce_api.core.ids import new_id
@@ -17,6 +19,7 @@ from tests.catalog.test_catalog_repository import T0, insert_rows, product_row
 
 DETAIL_NAMES = tuple(column.name for column in repository.DETAIL_COLUMNS)
 LIST_NAMES = tuple(column.name for column in repository.LIST_COLUMNS)
+KEY_NAMES = tuple(column.name for column in repository.KEY_COLUMNS)
 
 
 def selected(names: tuple[str, ...]) -> str:
@@ -29,13 +32,13 @@ def test_the_hot_path_sql_is_the_catalogue_statements_compiled() -> None:
         "products.category, products.created_at, products.inventory_count, products.updated_at "
         "\nFROM products \nWHERE products.id = ? AND products.archived_at IS NULL"
     )
-    batch, snapshot = reader.PRODUCTS_POSTGRESQL, reader.LIST_ROWS_SQLITE
+    batch, keys = reader.PRODUCTS_POSTGRESQL, reader.KEYS_SQLITE
     assert batch == (
         selected(DETAIL_NAMES)
         + "WHERE products.id = ANY ($1::TEXT[]) AND products.archived_at IS NULL"
     )
-    assert snapshot == (
-        selected(LIST_NAMES)
+    assert keys == (
+        selected(KEY_NAMES)
         + "WHERE products.archived_at IS NULL ORDER BY products.created_at, products.id"
     )
 
@@ -93,24 +96,41 @@ async def test_the_reader_skips_archived_and_unknown_products(db: Database) -> N
         assert await read_back(db, product_id) == (None, None)
 
 
-async def test_the_sqlite_snapshot_rows_are_the_engines_list_rows(
-    sqlite_database_url: str,
-) -> None:
-    """On PostgreSQL the snapshot reads through the engine (``stream_active``) itself."""
-    db = Database(sqlite_database_url)
+async def test_the_index_rows_are_the_engines_rows(db: Database) -> None:
+    """What the in-memory catalogue is built from (``key_rows``), the change feed
+    (``changes``) and a page's items (``list_items``) are the engine's rows, on both
+    backends."""
     rows = [product_row(created_at=T0 + timedelta(microseconds=i * 1001)) for i in range(5)]
     rows.append(product_row(archived_at=T0))
+    await insert_rows(db, rows)
+    async with db.read() as conn:
+        keys = (await conn.execute(repository.ACTIVE_KEYS)).all()
+        changed = (
+            await conn.execute(repository.CHANGES, {"seq": 0, "id": "", "limit": 10, "skip": 0})
+        ).all()
+        listed = (
+            await conn.execute(
+                repository.LIST_ITEMS_POSTGRESQL
+                if not db.is_sqlite
+                else repository.LIST_ITEMS_SQLITE,
+                {
+                    "ids": [row["id"] for row in rows]
+                    if not db.is_sqlite
+                    else orjson.dumps([row["id"] for row in rows]).decode()
+                },
+            )
+        ).all()
+    assert len(keys) == 5
+    assert len(changed) == 6  # the archived one too
+    read_path = await ReadPath.open(db, "sandbox")
     try:
-        await insert_rows(db, rows)
-        async with db.read() as conn:
-            partitions = [partition async for partition in repository.stream_active(conn)]
+        found = [row async for partition in read_path.reader.key_rows() for row in partition]
+        feed = await read_path.reader.changes(0, "", 10)
+        items = await read_path.reader.list_items([row["id"] for row in rows])
     finally:
-        await db.dispose()
-    expected = [row for partition in partitions for row in partition]
-    assert len(expected) == 5
-    assert db.sqlite_path is not None
-    found = [
-        row async for partition in reader.list_rows_sqlite(db.sqlite_path, 2) for row in partition
-    ]
-    assert found == [tuple(row) for row in expected]
-    assert [list_item(row) for row in found] == [list_item(row) for row in expected]
+        await read_path.close()
+    assert [row[:5] for row in found] == [tuple(row) for row in keys]
+    assert feed == [tuple(row) for row in changed]
+    assert sorted(items) == sorted(tuple(row) for row in listed)
+    by_id = {row.id: list_item(row) for row in listed}
+    assert {row.id: list_item(row) for row in items} == by_id

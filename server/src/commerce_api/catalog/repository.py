@@ -29,6 +29,7 @@ from sqlalchemy import (
     select,
     table,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.engine import Row
@@ -62,6 +63,37 @@ ACTIVE_PRODUCTS = _active_by_id(products.c.id == any_(bindparam("ids", type_=ARR
 """The active ones among a list of ``ids`` (PostgreSQL only: ``id = ANY(ids)``)."""
 ACTIVE_LIST = select(*LIST_COLUMNS).where(ACTIVE).order_by(*LIST_ORDER)
 """Every active product's list fields, in list order."""
+
+KEY_COLUMNS = (
+    products.c.id,
+    products.c.name,
+    products.c.price_minor,
+    products.c.category,
+    products.c.created_at,
+)
+ACTIVE_KEYS = select(*KEY_COLUMNS).where(ACTIVE).order_by(*LIST_ORDER)
+"""Every active product's place in each order (no description), in list order: what the
+in-memory catalogue is built from (``readpath.catalog_cache``)."""
+CHANGES = (
+    select(*KEY_COLUMNS, products.c.archived_at, products.c.change_seq)
+    .where(
+        tuple_(products.c.change_seq, products.c.id)
+        > tuple_(bindparam("seq", type_=BigInteger), bindparam("id", type_=String))
+    )
+    .order_by(products.c.change_seq, products.c.id)
+    .limit(bindparam("limit", type_=BigInteger))
+    .offset(bindparam("skip", type_=BigInteger))  # 0: SQLite's LIMIT always comes with one
+)
+"""The products written by catalogue changes after the product ``:id`` of change ``:seq``,
+in (change, id) order, ``:limit`` at most: the change feed, read a page at a time."""
+LIST_ITEMS_SQLITE = select(*LIST_COLUMNS).where(
+    products.c.id.in_(select(column("value")).select_from(func.json_each(bindparam("ids"))))
+)
+"""The list fields of the products whose ids are in the JSON array ``:ids`` (SQLite)."""
+LIST_ITEMS_POSTGRESQL = select(*LIST_COLUMNS).where(
+    products.c.id == any_(bindparam("ids", type_=ARRAY(Text)))
+)
+"""The list fields of the products whose ids are in ``:ids`` (PostgreSQL)."""
 
 
 # A search's words: runs of letters and digits, as both indexes split the text (migration 0009).
@@ -243,7 +275,7 @@ async def get_for_change(
 # smaller one is (a reader that sees change n has seen every row of the changes before it).
 _NEXT_CHANGE = text(
     "UPDATE instance_values SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT)"
-    f" WHERE name = '{freshness.CATALOG}' RETURNING value"
+    " WHERE name = 'catalog_version' RETURNING value"  # freshness.CATALOG
 )
 
 

@@ -1,11 +1,20 @@
-"""The product list, in memory: every active product's list item pre-rendered as JSON, in each
-order a list can be sorted in (created_at, price, name; each one's reverse is read backwards),
-overall and per category, and the category list. A page is a slice, so its cost does not
-depend on the offset, nor on the order.
+"""The product list from memory, kept current by the database's change feed.
 
-The snapshot is stamped with the catalogue version it was built under (read *before* loading
-the rows, so a write that lands during the load makes it stale, never wrongly fresh). A stale
-snapshot is never served: callers fall back to the database while a rebuild runs.
+Each process holds a ``CatalogIndex`` (every active product's place in each order) built once
+at start from the whole catalogue. Every catalogue write takes a change number in its
+transaction and stamps the products it writes with it (``catalog.repository.next_change``);
+the number is the ``catalog`` stamp the tracker reads (``storage.freshness``: on SQLite after
+``PRAGMA data_version`` moves, on PostgreSQL after the change notification). A read that finds
+the stamp above the last change the index applied first reads the products written since —
+``WHERE (change_seq, id) > (last, id)``, a page at a time — and applies them (O(log n) each),
+so the freshness is what it was when the whole list was rebuilt after each change, at the cost
+of the changed products only. Reads arriving meanwhile wait for the same catch-up. Only a
+catch-up of more than ``REBUILD_ABOVE`` products (a large import) builds the index again; the
+old one is dropped first, and until the new one is built the lists are read from the database.
+
+A page's items are rendered from the product's row (``list_item``) and kept by id, dropped
+when the product changes; joined pages are kept by (category, sort, limit, offset) until the
+next change. Neither holds more than a bounded number of entries.
 """
 
 from __future__ import annotations
@@ -13,43 +22,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
 import orjson
 
 from commerce_api.catalog.service import category_item, list_item
 from commerce_api.core.pagination import pagination
+from commerce_api.readpath.catalog_index import CatalogIndex
 from commerce_api.readpath.reader import Reader
 from commerce_api.storage.freshness import ChangeTracker, Versions
 
 logger = logging.getLogger("commerce_api.readpath")
 
-
-T = TypeVar("T")
 PAGE_MEMO_BYTES = 4 * 1024 * 1024  # a client walking every page cannot make it grow past this
-
-
-# The orders kept, by the key a sort names; ``-key`` reads the key's order backwards (ties
-# included: the database's ``ORDER BY key DESC, created_at DESC, id DESC``).
-SORT_KEYS = ("created_at", "price", "name")
-
-
-@dataclass(slots=True)
-class Snapshot:
-    version: str | None
-    # The list items in each order, overall (category None) and per category, by (category,
-    # sort key); every key's lists share the same item objects.
-    orders: dict[tuple[str | None, str], list[bytes]] = field(default_factory=dict)
-    categories: bytes = b'{"data":[]}'  # the body of GET /v1/categories
-    # For searches (``search_page``): each product's index in list order, its category by that
-    # index, and per sort key each index's place in that key's overall order.
-    index_of: dict[str, int] = field(default_factory=dict)
-    category_at: list[str] = field(default_factory=list)
-    place: dict[str, list[int]] = field(default_factory=dict)
-    # Pages already joined, by (category, sort, limit, offset): clients poll the same few pages.
-    pages: dict[tuple[str | None, str, int, int], bytes] = field(default_factory=dict)
-    pages_bytes: int = 0
+ITEM_MEMO_ENTRIES = 50_000  # rendered list items kept (~15 MB)
+FEED_PAGE = 2000  # products read from the change feed at a time
+APPLY_BATCH = 200  # products applied between two returns to the event loop (~5 ms)
+REBUILD_ABOVE = 50_000  # a catch-up past this many products builds the index again instead
 
 
 def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
@@ -58,58 +46,63 @@ def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
     return b'{"data":[' + b",".join(items) + b'],"pagination":' + meta + b"}"
 
 
-def _window(items: list[T], reverse: bool, limit: int, offset: int) -> list[T]:
-    """The page's items: from the start of ``items``, or (``reverse``) from their end."""
-    if not reverse:
-        return items[offset : offset + limit]
-    end = max(len(items) - offset, 0)
-    return items[max(end - limit, 0) : end][::-1]
-
-
-def _add_order(
-    snapshot: Snapshot, key: str, items: list[bytes], categories: list[str], ranks: Iterable[int]
-) -> None:
-    """The items in the order ``ranks`` gives (indexes into ``items``), overall and per
-    category."""
-    everything: list[bytes] = []
-    per_category: dict[str, list[bytes]] = {}
-    for index in ranks:
-        item = items[index]
-        everything.append(item)
-        per_category.setdefault(categories[index], []).append(item)
-    snapshot.orders[None, key] = everything
-    for category, ordered in per_category.items():
-        snapshot.orders[category, key] = ordered
+def change_number(stamp: str | None) -> int | None:
+    """The change number a ``catalog`` stamp says, or None (no stamp, or one that is not a
+    number: written before the change feed, so the index is built again)."""
+    if stamp is None or not stamp.isdigit():
+        return None
+    return int(stamp)
 
 
 class CatalogCache:
     def __init__(self, reader: Reader, tracker: ChangeTracker) -> None:
         self._reader = reader
         self._tracker = tracker
-        self._snapshot: Snapshot | None = None
-        self._rebuild: asyncio.Task[None] | None = None
+        self._index: CatalogIndex | None = None
+        self._stamp: str | None = None  # the catalog stamp the index is known current for
+        self._build: asyncio.Task[None] | None = None
+        self._catch_up: asyncio.Task[None] | None = None
+        self._pages: dict[tuple[str | None, str, int, int], bytes] = {}
+        self._pages_bytes = 0
+        self._items: dict[str, bytes] = {}
+        self._categories: bytes | None = None
         self.on_rebuilt: Callable[[], None] | None = None  # for tests
 
-    def _current(self, versions: Versions | None) -> Snapshot | None:
-        """The snapshot, if it is current (else a rebuild starts)."""
-        snapshot = self._snapshot
+    async def _current(self, versions: Versions | None) -> CatalogIndex | None:
+        """The index, brought up to the stamp of ``versions``; None while there is none (a
+        build starts, if none is running)."""
         if versions is None or versions.catalog is None:
             return None
-        if snapshot is None or snapshot.version != versions.catalog:
-            self._start_rebuild()
+        index = self._index
+        if index is not None and versions.catalog == self._stamp:
+            return index
+        target = change_number(versions.catalog)
+        if target is None:  # a stamp from before the change feed: build from scratch
+            if index is not None:
+                self._forget()
+            self._start_build()
             return None
-        return snapshot
+        while index is not None:
+            if index.applied >= target:
+                self._stamp = versions.catalog
+                return index
+            running = self._catch_up
+            fresh = running is None or running.done()
+            if running is None or fresh:
+                running = self._catch_up = asyncio.create_task(
+                    self._catching_up(index), name="catalog-catch-up"
+                )
+            await asyncio.shield(running)
+            if self._index is not index:  # dropped for a build (a large change)
+                break
+            if fresh:
+                # Read to the feed's end after change ``target`` was known: every product it
+                # wrote is applied (or it wrote none).
+                index.applied = max(index.applied, target)
+        self._start_build()
+        return None
 
-    def is_current(self, versions: Versions | None) -> bool:
-        """Whether the snapshot is current (if not, a rebuild starts)."""
-        return self._current(versions) is not None
-
-    def categories(self, versions: Versions | None) -> bytes | None:
-        """The category list's response body, or None when the snapshot is not current."""
-        snapshot = self._current(versions)
-        return None if snapshot is None else snapshot.categories
-
-    def page(
+    async def page(
         self,
         versions: Versions | None,
         category: str | None,
@@ -117,24 +110,40 @@ class CatalogCache:
         offset: int,
         sort: str = "created_at",
     ) -> bytes | None:
-        """The page's response body, or None when the snapshot is not current."""
-        snapshot = self._current(versions)
-        if snapshot is None:
+        """The page's response body, or None while there is no index."""
+        index = await self._current(versions)
+        if index is None:
             return None
         key = (category, sort, limit, offset)
-        body = snapshot.pages.get(key)
+        body = self._pages.get(key)
         if body is None:
-            items = snapshot.orders.get((category, sort.removeprefix("-")), [])
-            window = _window(items, sort.startswith("-"), limit, offset)
-            body = page_body(window, len(items), limit, offset)
-            if snapshot.pages_bytes + len(body) > PAGE_MEMO_BYTES:
-                snapshot.pages.clear()
-                snapshot.pages_bytes = 0
-            snapshot.pages[key] = body
-            snapshot.pages_bytes += len(body)
+            slots, total = index.window(category, sort, offset, limit)
+            applied = index.applied
+            items = await self._rendered(index, slots)
+            body = page_body(items, total, limit, offset)
+            if self._index is index and index.applied == applied:
+                if self._pages_bytes + len(body) > PAGE_MEMO_BYTES:
+                    self._pages.clear()
+                    self._pages_bytes = 0
+                self._pages[key] = body
+                self._pages_bytes += len(body)
         return body
 
-    def search_page(
+    async def categories(self, versions: Versions | None) -> bytes | None:
+        """The category list's response body, or None while there is no index."""
+        index = await self._current(versions)
+        if index is None:
+            return None
+        if self._categories is None:
+            counts = index.categories()
+            self._categories = orjson.dumps({"data": [category_item(*c) for c in counts]})
+        return self._categories
+
+    async def ready(self, versions: Versions | None) -> bool:
+        """Whether there is an index (brought up to ``versions``)."""
+        return await self._current(versions) is not None
+
+    async def search_page(
         self,
         versions: Versions | None,
         matched: Iterable[str],
@@ -144,83 +153,115 @@ class CatalogCache:
         offset: int,
     ) -> bytes | None:
         """The page of a search whose matches (product ids, from the full-text index) are
-        ``matched``, in ``sort`` order, or None when the snapshot is not current. Its cost
-        grows with the matches, never with the offset: their places in the order are sorted,
-        and the page is a window of them. A match the snapshot does not have yet (made since)
-        is left out until it has, as the lists leave it out."""
-        snapshot = self._current(versions)
-        if snapshot is None:
+        ``matched``, in ``sort`` order, or None while there is no index."""
+        index = await self._current(versions)
+        if index is None:
             return None
-        key = sort.removeprefix("-")
-        index_of, category_at, place = snapshot.index_of, snapshot.category_at, snapshot.place[key]
-        places = sorted(
-            place[index]
-            for index in map(index_of.get, matched)
-            if index is not None and (category is None or category_at[index] == category)
-        )
-        ordered = snapshot.orders[None, key]
-        window = _window(places, sort.startswith("-"), limit, offset)
-        return page_body([ordered[at] for at in window], len(places), limit, offset)
+        slots, total = index.matches(matched, category, sort, limit, offset)
+        return page_body(await self._rendered(index, slots), total, limit, offset)
 
-    def _start_rebuild(self) -> None:
-        if self._rebuild is None or self._rebuild.done():
-            self._rebuild = asyncio.create_task(self._build(), name="catalog-snapshot")
+    async def _rendered(self, index: CatalogIndex, slots: list[int]) -> list[bytes]:
+        """The list items of ``slots``, from memory or else from their rows."""
+        ids = [index.ids.text(slot) for slot in slots]
+        items = self._items
+        missing = [product_id for product_id in ids if product_id not in items]
+        if missing:
+            applied = index.applied
+            fetched = {row.id: row for row in await self._reader.list_items(missing)}
+            keep = self._index is index and index.applied == applied  # nothing changed since
+            if keep and len(items) + len(fetched) > ITEM_MEMO_ENTRIES:
+                items.clear()
+            rendered = {}
+            for product_id, row in fetched.items():
+                # orjson's bytes are allocated >= 4 KiB whatever their length: a copy to keep
+                # is right-sized (~230 bytes).
+                rendered[product_id] = bytes(memoryview(orjson.dumps(list_item(row))))
+            if keep:
+                items.update(rendered)
+            return [body for i in ids if (body := items.get(i) or rendered.get(i)) is not None]
+        return [items[product_id] for product_id in ids]
+
+    async def _catching_up(self, index: CatalogIndex) -> None:
+        """Apply the change feed after ``index.applied``, up to its end."""
+        # After every product of change ``applied`` (ids are never empty).
+        seq, last_id = index.applied + 1, ""
+        read_to = index.applied
+        count = 0
+        try:
+            while rows := await self._reader.changes(seq, last_id, FEED_PAGE):
+                count += len(rows)
+                if count > REBUILD_ABOVE:
+                    logger.info("the catalogue changed in %s+ products: building it again", count)
+                    self._forget()
+                    return
+                for at in range(0, len(rows), APPLY_BATCH):
+                    if at:
+                        await asyncio.sleep(0)
+                    for row in rows[at : at + APPLY_BATCH]:
+                        self._items.pop(row.id, None)
+                        index.apply(row)
+                self._changed()
+                seq, last_id = rows[-1].change_seq, rows[-1].id
+                read_to = seq
+                if len(rows) < FEED_PAGE:
+                    break
+        except Exception:
+            logger.exception("could not read the catalogue's changes: building it again")
+            self._forget()
+            return
+        # Every change up to the last one read is complete: the feed is read in (change,
+        # id) order to its end, and a change is visible only whole, after every smaller one.
+        index.applied = max(index.applied, read_to)
+
+    def _changed(self) -> None:
+        self._pages.clear()
+        self._pages_bytes = 0
+        self._categories = None
+
+    def _forget(self) -> None:
+        """Drop the index (before a build: two are never in memory together)."""
+        self._index = None
+        self._stamp = None
+        self._items.clear()
+        self._changed()
+
+    def _start_build(self) -> None:
+        if self._build is None or self._build.done():
+            self._build = asyncio.create_task(self._building(), name="catalog-build")
 
     async def warm(self) -> None:
-        """Build the snapshot now (at start-up), if the version is known; the same single
-        build a stale page would start, never a second one beside it."""
-        self._start_rebuild()
-        if self._rebuild is not None:
-            await asyncio.shield(self._rebuild)
+        """Build the index now (at start-up), if the stamp is known; the same single build a
+        read would start, never a second one beside it."""
+        self._start_build()
+        if self._build is not None:
+            await asyncio.shield(self._build)
 
-    async def _build(self) -> None:
+    async def _building(self) -> None:
         versions = await self._tracker.current()
         if versions is None or versions.catalog is None:
             return
-        # The old snapshot is stale (never served again): free it before building the next, so
-        # the two are never in memory together.
-        self._snapshot = None
-        snapshot = Snapshot(versions.catalog)
-        items: list[bytes] = []
-        categories: list[str] = []
-        keys: dict[str, list[Any]] = {"price": [], "name": []}  # the other orders' sort keys
+        self._forget()
+        # The stamp is read before the rows: a change landing during the read is applied
+        # again after it (applying is idempotent), never missed.
+        index = CatalogIndex(1024, change_number(versions.catalog) or 0)
         try:
-            # Streamed in partitions: the rows are rendered as they come, never all held at once.
-            async for rows in self._reader.list_rows():
+            async for rows in self._reader.key_rows():
                 for row in rows:
-                    # orjson (>= 3.12) returns bytes whose allocation is >= 4 KiB whatever
-                    # their length; kept for good, 100,000 of them would take 400 MB. A copy is
-                    # right-sized (~230 bytes here).
-                    items.append(bytes(memoryview(orjson.dumps(list_item(row)))))
-                    categories.append(row.category)
-                    snapshot.index_of[row.id] = len(items) - 1
-                    keys["price"].append(row.price_minor)
-                    keys["name"].append(row.name)
-            _add_order(snapshot, "created_at", items, categories, range(len(items)))
-            snapshot.category_at = categories
-            snapshot.place["created_at"] = list(range(len(items)))
-            for key, values in keys.items():
-                await asyncio.sleep(0)  # the event loop between sorts
-                # A stable sort of items in list order: ties stay in (created_at, id) order.
-                ranks = sorted(range(len(items)), key=values.__getitem__)
-                _add_order(snapshot, key, items, categories, ranks)
-                place = [0] * len(items)
-                for at, index in enumerate(ranks):
-                    place[index] = at
-                snapshot.place[key] = place
+                    index.append(row, indexed=False)
+            await asyncio.sleep(0)
+            index.index_ids()
+            await asyncio.sleep(0)
+            index.load_orders()
         except Exception:
-            logger.exception("could not build the catalogue snapshot")
+            logger.exception("could not build the catalogue")
             return
-        counts = sorted(
-            (name, len(ordered))
-            for (name, key), ordered in snapshot.orders.items()
-            if name is not None and key == "created_at"
-        )
-        snapshot.categories = orjson.dumps({"data": [category_item(*count) for count in counts]})
-        self._snapshot = snapshot
+        self._index = index
+        self._stamp = versions.catalog
+        self._changed()
         if self.on_rebuilt is not None:
             self.on_rebuilt()
 
     async def close(self) -> None:
-        if self._rebuild is not None:
-            self._rebuild.cancel()
+        for task in (self._build, self._catch_up):
+            if task is not None:
+                task.cancel()

@@ -20,12 +20,20 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple, Protocol
 
 import asyncpg
+import orjson
 from sqlalchemy import Select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
 from commerce_api.catalog import repository
-from commerce_api.catalog.repository import ACTIVE_LIST, ACTIVE_PRODUCT, ACTIVE_PRODUCTS
+from commerce_api.catalog.repository import (
+    ACTIVE_KEYS,
+    ACTIVE_PRODUCT,
+    ACTIVE_PRODUCTS,
+    CHANGES,
+    LIST_ITEMS_POSTGRESQL,
+    LIST_ITEMS_SQLITE,
+)
 from commerce_api.core.coalescing import Rounds
 from commerce_api.core.timestamps import from_sqlite
 from commerce_api.storage.db import Database
@@ -45,7 +53,12 @@ _SQLITE = sqlite.dialect()  # the standard library's sqlite3: `?`
 _POSTGRESQL = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]  # asyncpg: `$1`
 PRODUCT_SQLITE = _compiled(ACTIVE_PRODUCT, _SQLITE, ("id",))  # one id
 PRODUCTS_POSTGRESQL = _compiled(ACTIVE_PRODUCTS, _POSTGRESQL, ("ids",))  # a round's ids
-LIST_ROWS_SQLITE = _compiled(ACTIVE_LIST, _SQLITE, ())
+KEYS_SQLITE = _compiled(ACTIVE_KEYS, _SQLITE, ())
+KEYS_POSTGRESQL = _compiled(ACTIVE_KEYS, _POSTGRESQL, ())
+CHANGES_SQLITE = _compiled(CHANGES, _SQLITE, ("seq", "id", "limit", "skip"))
+CHANGES_POSTGRESQL = _compiled(CHANGES, _POSTGRESQL, ("seq", "id", "limit", "skip"))
+ITEMS_SQLITE = _compiled(LIST_ITEMS_SQLITE, _SQLITE, ("ids",))
+ITEMS_POSTGRESQL = _compiled(LIST_ITEMS_POSTGRESQL, _POSTGRESQL, ("ids",))
 # sqlite3 returns timestamps as the text SQLite stores; the engine would convert these.
 PRODUCT_TIMESTAMPS = tuple(
     column.name
@@ -107,9 +120,18 @@ class Reader(Protocol):
 
     async def key(self, key_hash: str) -> SimpleNamespace | None: ...
 
-    def list_rows(self) -> AsyncIterator[Sequence[Any]]:
-        """Every active product's list fields in list order, a partition at a time, from one
-        read snapshot (for the catalogue snapshot)."""
+    def key_rows(self) -> AsyncIterator[Sequence[KeyRow]]:
+        """Every active product's ``KeyRow`` in list order, a partition at a time, from one
+        read snapshot (to build the in-memory catalogue)."""
+        ...
+
+    async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
+        """The change feed after product ``product_id`` of change ``seq``: up to ``limit``
+        products, in (change, id) order (``catalog.repository.CHANGES``)."""
+        ...
+
+    async def list_items(self, ids: list[str]) -> list[ListRow]:
+        """The list fields of the products ``ids`` (archived ones too), in no order."""
         ...
 
     async def search(
@@ -180,10 +202,18 @@ class SQLiteReader:
         if self._search_conn is not None:
             self._search_conn.close()
 
-    def list_rows(self) -> AsyncIterator[list[ListRow]]:
+    def key_rows(self) -> AsyncIterator[list[KeyRow]]:
         # The standard library's sqlite3 on a connection of its own: 4x faster than
         # SQLAlchemy + aiosqlite, and without their per-row garbage.
-        return list_rows_sqlite(self._path)
+        return key_rows_sqlite(self._path)
+
+    async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
+        cursor = self._conn.execute(CHANGES_SQLITE, (seq, product_id, limit, 0))
+        return [key_row(row) for row in cursor]
+
+    async def list_items(self, ids: list[str]) -> list[ListRow]:
+        cursor = self._conn.execute(ITEMS_SQLITE, (orjson.dumps(ids).decode(),))
+        return [list_row(row) for row in cursor]
 
     async def product(self, product_id: str) -> SimpleNamespace | None:
         row = self._conn.execute(PRODUCT_SQLITE, (product_id,)).fetchone()
@@ -246,10 +276,23 @@ class PostgresReader:
         )
         return cls(pool, db)
 
-    async def list_rows(self) -> AsyncIterator[Sequence[Any]]:
-        async with self._db.read(bounded=False) as conn:  # the whole catalogue, at any size
-            async for partition in repository.stream_active(conn):
-                yield partition
+    async def key_rows(self) -> AsyncIterator[list[KeyRow]]:
+        # One transaction (one snapshot), read by a cursor a partition at a time; the
+        # whole catalogue at any size, so no transaction deadline.
+        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+            cursor = await conn.cursor(KEYS_POSTGRESQL)
+            while rows := await cursor.fetch(KEY_PARTITION):
+                yield [KeyRow(*row) for row in rows]
+
+    async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
+        with self._db.reachability.waiting():
+            rows = await self.pool.fetch(CHANGES_POSTGRESQL, seq, product_id, limit, 0)
+        return [KeyRow(*row) for row in rows]
+
+    async def list_items(self, ids: list[str]) -> list[ListRow]:
+        with self._db.reachability.waiting():
+            rows = await self.pool.fetch(ITEMS_POSTGRESQL, ids)
+        return [ListRow(*row) for row in rows]
 
     async def search(
         self, words: list[str], category: str | None, sort: str, limit: int, offset: int
@@ -309,15 +352,40 @@ def list_row(row: Sequence[Any]) -> ListRow:
     return ListRow(row[0], row[1], row[2], row[3], row[4], from_sqlite(row[5]))
 
 
-async def list_rows_sqlite(path: str, partition: int = 2000) -> AsyncIterator[list[ListRow]]:
-    """Every active product's list fields in list order, a partition at a time, from one
+class KeyRow(NamedTuple):
+    """A product's place in each order (``catalog.repository.KEY_COLUMNS``), and from the
+    change feed whether it is archived and the change that wrote it."""
+
+    id: str
+    name: str
+    price_minor: int
+    category: str
+    created_at: datetime
+    archived_at: datetime | None = None
+    change_seq: int = 0
+
+
+def key_row(row: Sequence[Any]) -> KeyRow:
+    """The ``KeyRow`` of a row of sqlite3 (timestamps as SQLite stores them)."""
+    created = from_sqlite(row[4])
+    assert created is not None  # NOT NULL
+    if len(row) == 5:
+        return KeyRow(row[0], row[1], row[2], row[3], created)
+    return KeyRow(row[0], row[1], row[2], row[3], created, from_sqlite(row[5]), row[6])
+
+
+KEY_PARTITION = 5000
+
+
+async def key_rows_sqlite(path: str) -> AsyncIterator[list[KeyRow]]:
+    """Every active product's ``KeyRow`` in list order, a partition at a time, from one
     statement (one read snapshot); the event loop gets control back between partitions."""
     conn = open_sqlite(path)
     conn.row_factory = None
     try:
-        cursor = conn.execute(LIST_ROWS_SQLITE)
-        while rows := cursor.fetchmany(partition):
-            yield [list_row(row) for row in rows]
+        cursor = conn.execute(KEYS_SQLITE)
+        while rows := cursor.fetchmany(KEY_PARTITION):
+            yield [key_row(row) for row in rows]
             await asyncio.sleep(0)
     finally:
         conn.close()

@@ -124,7 +124,7 @@ class ReadPath:
         sort: str = "created_at",
     ) -> bytes | None:
         """A cached product-list page, or None (then read the database)."""
-        return self.catalog.page(await self.versions(request), category, limit, offset, sort)
+        return await self.catalog.page(await self.versions(request), category, limit, offset, sort)
 
     async def search(
         self,
@@ -143,9 +143,9 @@ class ReadPath:
         if not words:  # nothing to look for: nothing found
             return orjson.dumps(page([], 0, limit, offset))
         versions = await self.versions(request)
-        if self.catalog.is_current(versions):
+        if await self.catalog.ready(versions):
             matched = await self.reader.search_ids(words)
-            body = self.catalog.search_page(versions, matched, category, sort, limit, offset)
+            body = await self.catalog.search_page(versions, matched, category, sort, limit, offset)
             if body is not None:
                 return body
         total, rows = await self.reader.search(words, category, sort, limit, offset)
@@ -153,7 +153,7 @@ class ReadPath:
 
     async def categories(self, request: PerRequest) -> bytes | None:
         """The cached category list, or None (then read the database)."""
-        return self.catalog.categories(await self.versions(request))
+        return await self.catalog.categories(await self.versions(request))
 
     async def authenticate(self, token: str, request: PerRequest) -> Principal:
         """The key's principal (401 otherwise), from the cache when it is current."""

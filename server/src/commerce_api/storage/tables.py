@@ -131,7 +131,7 @@ products = Table(
         sqlite_where=text("archived_at IS NULL"),
         postgresql_where=text("archived_at IS NULL"),
     ),
-    Index("ix_products_change_seq", "change_seq"),
+    Index("ix_products_change_seq", "change_seq", "id"),
     # No index holds ``inventory_count``: every order changes it, and on PostgreSQL a change of
     # an indexed column cannot be a HOT update (each of the row's indexes gets a new entry).
     # The console's low-stock list reads the active products instead.

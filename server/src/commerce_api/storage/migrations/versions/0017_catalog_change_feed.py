@@ -4,7 +4,7 @@
   that last wrote the row, taken in the writing transaction from the counter
   ``instance_values['catalog_version']`` (which is now that number, in decimal). Each process
   keeps an in-memory index of the catalogue and, when the counter moves, reads only the rows
-  whose ``change_seq`` is above the last it applied (``ix_products_change_seq``) and applies
+  whose ``change_seq`` is above the last it applied (``ix_products_change_seq``, by change and id) and applies
   them, instead of reading the whole catalogue again.
 - The counter restarts at 0 with every existing row at 0: every process builds its index from
   the whole catalogue once after this migration, as at any start.
@@ -29,7 +29,7 @@ def upgrade() -> None:
         "products",
         sa.Column("change_seq", sa.BigInteger(), nullable=False, server_default=sa.text("0")),
     )
-    op.create_index("ix_products_change_seq", "products", ["change_seq"])
+    op.create_index("ix_products_change_seq", "products", ["change_seq", "id"])
     op.execute("UPDATE instance_values SET value = '0' WHERE name = 'catalog_version'")
 
 
