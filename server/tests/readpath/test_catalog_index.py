@@ -40,7 +40,9 @@ T0 = datetime(2026, 5, 1, 12, tzinfo=UTC)
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(
     operations=st.lists(st.tuples(st.booleans(), st.integers(0, 300)), max_size=400),
-    probes=st.lists(st.tuples(st.integers(0, 320), st.integers(1, 40), st.booleans()), min_size=1, max_size=10),
+    probes=st.lists(
+        st.tuples(st.integers(0, 320), st.integers(1, 40), st.booleans()), min_size=1, max_size=10
+    ),
 )
 def test_a_slot_order_is_a_sorted_list_with_positions(
     operations: list[tuple[bool, int]], probes: list[tuple[int, int, bool]]
@@ -242,3 +244,27 @@ async def test_a_large_change_builds_the_index_again(
     body = await first.catalog.page(versions, "books", 10, 0, "-price")
     assert body is not None
     assert [item["name"] for item in orjson.loads(body)["data"]][:2] == ["Bulk 5", "Bulk 4"]
+
+
+async def test_a_large_catalogue_is_built_in_a_child_process(
+    db: Database, two_read_paths: tuple[ReadPath, ReadPath], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``IN_PROCESS_BELOW`` products the build runs in a spawned process and sends the
+    index back: the same pages, the same lookups by id (a hash that is not seeded per
+    process), and changes applied to it afterwards."""
+    monkeypatch.setattr(catalog_cache, "IN_PROCESS_BELOW", 0)
+    rows = [
+        product(f"Child {i}", 97 - i, CATEGORIES[i % 3], T0 + timedelta(seconds=i))
+        for i in range(9)
+    ]
+    async with db.write() as conn:
+        await repository.insert_many(conn, rows)
+    first, _ = two_read_paths
+    first.catalog._forget()
+    await first.catalog.warm()
+    async with db.write() as conn:
+        await repository.update_any(conn, rows[4]["id"], {"price_minor": 1, "name": "Cheapest"})
+    await check(db, first, [0, 3])
+    index = first.catalog._index
+    assert index is not None
+    assert index.by_id.find(rows[8]["id"]) is not None

@@ -46,7 +46,6 @@ from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, page
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
-from commerce_api.storage import freshness
 from commerce_api.storage.db import Database
 from commerce_api.storage.freshness import Versions
 from tests.conftest import make_settings
@@ -798,7 +797,8 @@ async def test_a_change_is_applied_to_the_index_not_rebuilt(
             )
             assert changed
         versions = await read_path.tracker.current()
-        assert versions is not None and versions.catalog is not None
+        assert versions is not None
+        assert versions.catalog is not None
         spy.reset()
         category = None if round_ % 2 == 0 else "books"
         for sort in ("created_at", "-price", "name"):

@@ -125,10 +125,11 @@ async def two_warm_servers(
 
 async def read_name(
     http: httpx.AsyncClient, server: RunningServer, key: str, product_id: str
-) -> tuple[str, str, str]:
-    """The product's name in the full list, the category list and the detail."""
+) -> tuple[str, str, str, str]:
+    """The product's name in the full list, the category list, a list sorted by price (its
+    other order), and the detail."""
     names: list[str] = []
-    for query in ("?limit=100", f"?category={CATEGORY}"):
+    for query in ("?limit=100", f"?category={CATEGORY}", "?sort=-price&limit=100"):
         response = await http.get(f"{server.base_url}/v1/products{query}", headers=bearer(key))
         assert response.status_code == 200, response.text
         items: list[dict[str, Any]] = response.json()["data"]
@@ -136,14 +137,22 @@ async def read_name(
     response = await http.get(f"{server.base_url}/v1/products/{product_id}", headers=bearer(key))
     assert response.status_code == 200, response.text
     names.append(response.json()["name"])
-    assert len(names) == 3, f"the product is missing from a list: {names}"
-    return names[0], names[1], names[2]
+    assert len(names) == 4, f"the product is missing from a list: {names}"
+    return names[0], names[1], names[2], names[3]
 
 
 async def has_name(
     http: httpx.AsyncClient, server: RunningServer, key: str, product_id: str, name: str
 ) -> bool:
-    return await read_name(http, server, key, product_id) == (name, name, name)
+    if await read_name(http, server, key, product_id) != (name, name, name, name):
+        return False
+    # and a search for its name's first word finds it under that name
+    query = f"?q={name.split()[0]}&limit=100"
+    response = await http.get(f"{server.base_url}/v1/products{query}", headers=bearer(key))
+    assert response.status_code == 200, response.text
+    return any(
+        item["id"] == product_id and item["name"] == name for item in response.json()["data"]
+    )
 
 
 async def refused(http: httpx.AsyncClient, server: RunningServer, url: str, key: str) -> bool:

@@ -124,12 +124,16 @@ async def test_the_index_rows_are_the_engines_rows(db: Database) -> None:
     assert len(changed) == 6  # the archived one too
     read_path = await ReadPath.open(db, "sandbox")
     try:
-        found = [row async for partition in read_path.reader.key_rows() for row in partition]
+        found = [
+            row
+            async for columns in read_path.reader.key_columns()
+            for row in zip(*columns, strict=True)
+        ]
         feed = await read_path.reader.changes(0, "", 10)
         items = await read_path.reader.list_items([row["id"] for row in rows])
     finally:
         await read_path.close()
-    assert [row[:5] for row in found] == [tuple(row) for row in keys]
+    assert found == [(*row[:4], reader.micros(row.created_at)) for row in keys]
     assert feed == [tuple(row) for row in changed]
     assert sorted(items) == sorted(tuple(row) for row in listed)
     by_id = {row.id: list_item(row) for row in listed}

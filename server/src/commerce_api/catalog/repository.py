@@ -7,7 +7,7 @@ The reads of active products are declared here once, as statements: the read pat
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -61,8 +61,6 @@ ACTIVE_PRODUCT = _active_by_id(products.c.id == bindparam("id"))
 """One active product by ``id``."""
 ACTIVE_PRODUCTS = _active_by_id(products.c.id == any_(bindparam("ids", type_=ARRAY(Text))))
 """The active ones among a list of ``ids`` (PostgreSQL only: ``id = ANY(ids)``)."""
-ACTIVE_LIST = select(*LIST_COLUMNS).where(ACTIVE).order_by(*LIST_ORDER)
-"""Every active product's list fields, in list order."""
 
 KEY_COLUMNS = (
     products.c.id,
@@ -86,6 +84,8 @@ CHANGES = (
 )
 """The products written by catalogue changes after the product ``:id`` of change ``:seq``,
 in (change, id) order, ``:limit`` at most: the change feed, read a page at a time."""
+COUNT_ACTIVE = select(func.count()).select_from(products).where(ACTIVE)
+"""How many products are active."""
 LIST_ITEMS_SQLITE = select(*LIST_COLUMNS).where(
     products.c.id.in_(select(column("value")).select_from(func.json_each(bindparam("ids"))))
 )
@@ -326,16 +326,6 @@ async def update_any(conn: AsyncConnection, product_id: str, values: Mapping[str
 
 async def archive(conn: AsyncConnection, product_id: str, at: datetime) -> bool:
     return await update_active(conn, product_id, {"archived_at": at, "updated_at": at})
-
-
-async def stream_active(
-    conn: AsyncConnection, partition: int = 2000
-) -> AsyncIterator[Sequence[Row[Any]]]:
-    """Every active product's list fields, in list order, a partition at a time (for the
-    in-memory snapshot)."""
-    result = await conn.stream(ACTIVE_LIST)
-    async for rows in result.partitions(partition):
-        yield rows
 
 
 async def count_all(conn: AsyncConnection) -> int:

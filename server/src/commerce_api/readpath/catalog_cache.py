@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 
 import orjson
@@ -28,6 +29,7 @@ import orjson
 from commerce_api.catalog.service import category_item, list_item
 from commerce_api.core.pagination import pagination
 from commerce_api.readpath.catalog_index import CatalogIndex
+from commerce_api.readpath.index_build import IN_PROCESS_BELOW, Source, build, build_elsewhere
 from commerce_api.readpath.reader import Reader
 from commerce_api.storage.freshness import ChangeTracker, Versions
 
@@ -55,8 +57,9 @@ def change_number(stamp: str | None) -> int | None:
 
 
 class CatalogCache:
-    def __init__(self, reader: Reader, tracker: ChangeTracker) -> None:
+    def __init__(self, reader: Reader, tracker: ChangeTracker, source: Source) -> None:
         self._reader = reader
+        self._source = source
         self._tracker = tracker
         self._index: CatalogIndex | None = None
         self._stamp: str | None = None  # the catalog stamp the index is known current for
@@ -243,20 +246,23 @@ class CatalogCache:
         self._forget()
         # The stamp is read before the rows: a change landing during the read is applied
         # again after it (applying is idempotent), never missed.
-        index = CatalogIndex(1024, change_number(versions.catalog) or 0)
+        applied = change_number(versions.catalog) or 0
+        started = time.monotonic()
         try:
-            async for rows in self._reader.key_rows():
-                for row in rows:
-                    index.append(row, indexed=False)
-            await asyncio.sleep(0)
-            index.index_ids()
-            await asyncio.sleep(0)
-            index.load_orders()
+            if await self._reader.count_active() < IN_PROCESS_BELOW:
+                index = await build(self._reader.key_columns(), applied)
+            else:
+                index = await build_elsewhere(self._source, applied)
         except Exception:
             logger.exception("could not build the catalogue")
             return
         self._index = index
         self._stamp = versions.catalog
+        logger.info(
+            "built the catalogue: %s products in %.1f s",
+            len(index.orders[None, "created_at"]) if (None, "created_at") in index.orders else 0,
+            time.monotonic() - started,
+        )
         self._changed()
         if self.on_rebuilt is not None:
             self.on_rebuilt()

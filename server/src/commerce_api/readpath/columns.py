@@ -1,14 +1,15 @@
 """Compact columns for the in-memory catalogue: a million products' ids and names in a few
 tens of megabytes, where a Python ``str`` per value (and a ``dict`` from id to slot) would take
-over 150 MB (docs/performance.md, "Catalogue").
+over 150 MB (docs/catalogue.md).
 """
 
 from __future__ import annotations
 
 from array import array
-
-EMPTY = -1  # an IdTable entry never used
-GONE = -2  # an IdTable entry whose slot was dropped (the probe goes on past it)
+from bisect import bisect_left
+from collections.abc import Iterable
+from itertools import accumulate
+from zlib import crc32
 
 
 class TextColumn:
@@ -28,6 +29,16 @@ class TextColumn:
         self._starts.append(len(self._buffer))
         self._lengths.append(len(encoded))
         self._buffer += encoded
+
+    def extend(self, texts: Iterable[str]) -> list[bytes]:
+        """Append ``texts``; their UTF-8 bytes."""
+        encoded = [text.encode() for text in texts]
+        lengths = array("i", map(len, encoded))
+        self._starts.extend(accumulate(lengths, initial=len(self._buffer)))
+        self._starts.pop()  # the end of the last one
+        self._lengths.extend(lengths)
+        self._buffer += b"".join(encoded)
+        return encoded
 
     def set(self, slot: int, text: str) -> None:
         encoded = text.encode()
@@ -49,60 +60,47 @@ class TextColumn:
 
 
 class IdTable:
-    """Slot by product id: an open-addressing hash table (linear probing) of slots in one
-    ``array('i')``, the ids themselves read from the ids column. Python's ``hash`` of the id
-    text, so a table lives in one process only (as the catalogue does)."""
+    """Slot by product id. The ids a build found are two arrays sorted by the CRC-32 of the
+    id: a bisection finds the hash, and the few slots that have it compare their ids. Ids
+    added since are in a dict; dropped ones are remembered by slot (a slot is never reused).
+    CRC-32, not Python's ``hash``: that is seeded per process, and a build made in another
+    process (``index_build``) is used in this one."""
 
-    __slots__ = ("_ids", "_mask", "_table", "_used")
+    __slots__ = ("_added", "_dropped", "_hashes", "_ids", "_slots")
 
-    def __init__(self, ids: TextColumn, capacity: int) -> None:
-        size = 1024
-        while size < 2 * capacity:
-            size *= 2
+    def __init__(self, ids: TextColumn, hashes: array[int] | None = None) -> None:
+        """``hashes``: each slot's id's CRC-32, for every slot of ``ids``."""
         self._ids = ids
-        self._table = array("i", [EMPTY]) * size
-        self._mask = size - 1
-        self._used = 0  # entries not EMPTY (GONE ones too)
+        self._added: dict[str, int] = {}
+        self._dropped: set[int] = set()
+        order = [] if hashes is None else sorted(range(len(hashes)), key=hashes.__getitem__)
+        self._slots = array("i", order)
+        self._hashes = array("I", map((hashes or array("I")).__getitem__, order))
 
     def find(self, product_id: str) -> int | None:
+        slot = self._added.get(product_id)
+        if slot is not None:
+            return slot
+        return self._built(product_id)
+
+    def _built(self, product_id: str) -> int | None:
         wanted = product_id.encode()
-        table, mask, ids = self._table, self._mask, self._ids
-        at = hash(product_id) & mask
-        while (slot := table[at]) != EMPTY:
-            if slot != GONE and ids.get(slot) == wanted:
+        hashed = crc32(wanted)
+        hashes, slots, ids = self._hashes, self._slots, self._ids
+        at = bisect_left(hashes, hashed)
+        while at < len(hashes) and hashes[at] == hashed:
+            slot = slots[at]
+            if slot not in self._dropped and ids.get(slot) == wanted:
                 return slot
-            at = (at + 1) & mask
+            at += 1
         return None
 
     def add(self, product_id: str, slot: int) -> None:
         """Add ``slot`` (not here yet) under ``product_id``."""
-        if 2 * (self._used + 1) > len(self._table):
-            self._grow()
-        table, mask = self._table, self._mask
-        at = hash(product_id) & mask
-        while table[at] >= 0:
-            at = (at + 1) & mask
-        if table[at] == EMPTY:
-            self._used += 1
-        table[at] = slot
+        self._added[product_id] = slot
 
     def drop(self, product_id: str) -> None:
-        wanted = product_id.encode()
-        table, mask, ids = self._table, self._mask, self._ids
-        at = hash(product_id) & mask
-        while (slot := table[at]) != EMPTY:
-            if slot != GONE and ids.get(slot) == wanted:
-                table[at] = GONE
-                return
-            at = (at + 1) & mask
-
-    def _grow(self) -> None:
-        live = [slot for slot in self._table if slot >= 0]
-        size = len(self._table)
-        while size < 4 * len(live) + 2:
-            size *= 2
-        self._table = array("i", [EMPTY]) * size
-        self._mask = size - 1
-        self._used = 0
-        for slot in live:
-            self.add(self._ids.text(slot), slot)
+        if self._added.pop(product_id, None) is None:
+            slot = self._built(product_id)
+            if slot is not None:
+                self._dropped.add(slot)

@@ -14,7 +14,7 @@ import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from types import SimpleNamespace
 from typing import Any, NamedTuple, Protocol
@@ -31,6 +31,7 @@ from commerce_api.catalog.repository import (
     ACTIVE_PRODUCT,
     ACTIVE_PRODUCTS,
     CHANGES,
+    COUNT_ACTIVE,
     LIST_ITEMS_POSTGRESQL,
     LIST_ITEMS_SQLITE,
 )
@@ -57,6 +58,8 @@ KEYS_SQLITE = _compiled(ACTIVE_KEYS, _SQLITE, ())
 KEYS_POSTGRESQL = _compiled(ACTIVE_KEYS, _POSTGRESQL, ())
 CHANGES_SQLITE = _compiled(CHANGES, _SQLITE, ("seq", "id", "limit", "skip"))
 CHANGES_POSTGRESQL = _compiled(CHANGES, _POSTGRESQL, ("seq", "id", "limit", "skip"))
+COUNT_ACTIVE_SQLITE = _compiled(COUNT_ACTIVE, _SQLITE, ())
+COUNT_ACTIVE_POSTGRESQL = _compiled(COUNT_ACTIVE, _POSTGRESQL, ())
 ITEMS_SQLITE = _compiled(LIST_ITEMS_SQLITE, _SQLITE, ("ids",))
 ITEMS_POSTGRESQL = _compiled(LIST_ITEMS_POSTGRESQL, _POSTGRESQL, ("ids",))
 # sqlite3 returns timestamps as the text SQLite stores; the engine would convert these.
@@ -120,14 +123,18 @@ class Reader(Protocol):
 
     async def key(self, key_hash: str) -> SimpleNamespace | None: ...
 
-    def key_rows(self) -> AsyncIterator[Sequence[KeyRow]]:
-        """Every active product's ``KeyRow`` in list order, a partition at a time, from one
-        read snapshot (to build the in-memory catalogue)."""
+    def key_columns(self) -> AsyncIterator[KeyColumns]:
+        """Every active product's ``KeyColumns`` in list order, a partition at a time, from
+        one read snapshot (to build the in-memory catalogue)."""
         ...
 
     async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
         """The change feed after product ``product_id`` of change ``seq``: up to ``limit``
         products, in (change, id) order (``catalog.repository.CHANGES``)."""
+        ...
+
+    async def count_active(self) -> int:
+        """How many products are active."""
         ...
 
     async def list_items(self, ids: list[str]) -> list[ListRow]:
@@ -202,14 +209,17 @@ class SQLiteReader:
         if self._search_conn is not None:
             self._search_conn.close()
 
-    def key_rows(self) -> AsyncIterator[list[KeyRow]]:
+    def key_columns(self) -> AsyncIterator[KeyColumns]:
         # The standard library's sqlite3 on a connection of its own: 4x faster than
         # SQLAlchemy + aiosqlite, and without their per-row garbage.
-        return key_rows_sqlite(self._path)
+        return key_columns_sqlite(self._path)
 
     async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
         cursor = self._conn.execute(CHANGES_SQLITE, (seq, product_id, limit, 0))
         return [key_row(row) for row in cursor]
+
+    async def count_active(self) -> int:
+        return int(self._conn.execute(COUNT_ACTIVE_SQLITE).fetchone()[0])
 
     async def list_items(self, ids: list[str]) -> list[ListRow]:
         cursor = self._conn.execute(ITEMS_SQLITE, (orjson.dumps(ids).decode(),))
@@ -276,18 +286,23 @@ class PostgresReader:
         )
         return cls(pool, db)
 
-    async def key_rows(self) -> AsyncIterator[list[KeyRow]]:
+    async def key_columns(self) -> AsyncIterator[KeyColumns]:
         # One transaction (one snapshot), read by a cursor a partition at a time; the
         # whole catalogue at any size, so no transaction deadline.
         async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
             cursor = await conn.cursor(KEYS_POSTGRESQL)
             while rows := await cursor.fetch(KEY_PARTITION):
-                yield [KeyRow(*row) for row in rows]
+                ids, names, prices, categories, created = zip(*rows, strict=True)
+                yield KeyColumns(ids, names, prices, categories, [micros(c) for c in created])
 
     async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
         with self._db.reachability.waiting():
             rows = await self.pool.fetch(CHANGES_POSTGRESQL, seq, product_id, limit, 0)
         return [KeyRow(*row) for row in rows]
+
+    async def count_active(self) -> int:
+        with self._db.reachability.waiting():
+            return int(await self.pool.fetchval(COUNT_ACTIVE_POSTGRESQL))
 
     async def list_items(self, ids: list[str]) -> list[ListRow]:
         with self._db.reachability.waiting():
@@ -369,23 +384,42 @@ def key_row(row: Sequence[Any]) -> KeyRow:
     """The ``KeyRow`` of a row of sqlite3 (timestamps as SQLite stores them)."""
     created = from_sqlite(row[4])
     assert created is not None  # NOT NULL
-    if len(row) == 5:
-        return KeyRow(row[0], row[1], row[2], row[3], created)
     return KeyRow(row[0], row[1], row[2], row[3], created, from_sqlite(row[5]), row[6])
 
 
 KEY_PARTITION = 5000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = _EPOCH.replace(tzinfo=None)  # SQLite's texts are UTC without a zone
+_MICROSECOND = timedelta(microseconds=1)
 
 
-async def key_rows_sqlite(path: str) -> AsyncIterator[list[KeyRow]]:
-    """Every active product's ``KeyRow`` in list order, a partition at a time, from one
+def micros(moment: datetime) -> int:
+    """Microseconds since 1970 (exact, unlike a float's ``timestamp()``)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+class KeyColumns(NamedTuple):
+    """A partition of ``KeyRow``s, a column each (creation times in ``micros``)."""
+
+    ids: Sequence[str]
+    names: Sequence[str]
+    prices: Sequence[int]
+    categories: Sequence[str]
+    created: Sequence[int]
+
+
+async def key_columns_sqlite(path: str) -> AsyncIterator[KeyColumns]:
+    """Every active product's ``KeyColumns`` in list order, a partition at a time, from one
     statement (one read snapshot); the event loop gets control back between partitions."""
     conn = open_sqlite(path)
     conn.row_factory = None
+    parse = datetime.fromisoformat
     try:
         cursor = conn.execute(KEYS_SQLITE)
         while rows := cursor.fetchmany(KEY_PARTITION):
-            yield [key_row(row) for row in rows]
+            ids, names, prices, categories, texts = zip(*rows, strict=True)
+            created = [(parse(text) - _NAIVE_EPOCH) // _MICROSECOND for text in texts]
+            yield KeyColumns(ids, names, prices, categories, created)
             await asyncio.sleep(0)
     finally:
         conn.close()

@@ -14,6 +14,7 @@ from commerce_api.catalog.service import list_item, product_detail
 from commerce_api.core.ids import looks_like
 from commerce_api.core.pagination import page
 from commerce_api.readpath.catalog_cache import CatalogCache
+from commerce_api.readpath.index_build import Source
 from commerce_api.readpath.reader import PostgresReader, Reader, SQLiteReader
 from commerce_api.settings import Environment
 from commerce_api.storage import freshness
@@ -74,13 +75,14 @@ class ReadPath:
         tracker: freshness.ChangeTracker,
         reader: Reader,
         environment: Environment,
+        source: Source,
     ) -> None:
         self.db = db
         self.tracker = tracker
         self.reader = reader
         self.environment = environment
         self.keys = KeyCache()
-        self.catalog = CatalogCache(reader, tracker)
+        self.catalog = CatalogCache(reader, tracker, source)
         # Rendered products, valid while the tracker's data_version stays what it was when
         # they were read (SQLite: any commit anywhere; PostgreSQL: any change notified, an
         # order's stock change included, empties it).
@@ -95,11 +97,13 @@ class ReadPath:
         if db.sqlite_path is not None:
             tracker = freshness.SQLiteTracker.open(db.sqlite_path)
             reader = SQLiteReader(db.sqlite_path)
+            source = Source(sqlite_path=db.sqlite_path)
         else:
             postgres = await PostgresReader.connect(db.dsn, db)
             tracker = await freshness.PostgresTracker.open(postgres.pool, db.listen_dsn, db)
             reader = postgres
-        return cls(db, tracker, reader, environment)
+            source = Source(dsn=db.dsn, pooled=db.pooler is not None)
+        return cls(db, tracker, reader, environment, source)
 
     async def close(self) -> None:
         await self.catalog.close()

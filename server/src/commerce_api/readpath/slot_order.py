@@ -8,7 +8,7 @@ cumulative lengths for the positions — but stores the slots in compact ``array
 and keeps no key per item: a key is computed from the columns when a bisection needs it.
 ``SortedKeyList`` keeps a Python key object beside every item; at a million products, three
 orders overall and per category, that alone is several hundred megabytes, past the worker's
-memory budget (docs/performance.md, "Catalogue"). The structure and its costs are the same:
+memory budget (docs/catalogue.md). The structure and its costs are the same:
 adding or removing a slot costs O(log n) comparisons plus a copy inside one block; a window
 of ``limit`` items at any offset costs O(log n + limit).
 
@@ -48,6 +48,18 @@ class SlotOrder:
 
     def __len__(self) -> int:
         return self._len
+
+    def __getstate__(self) -> tuple[list[array[int]], list[Any], int]:
+        """Pickled without its key (a function of the columns): ``keyed`` gives it back."""
+        return self._blocks, self._maxes, self._len
+
+    def __setstate__(self, state: tuple[list[array[int]], list[Any], int]) -> None:
+        self._blocks, self._maxes, self._len = state
+        self._offsets = None
+
+    def keyed(self, key: Callable[[int], Any]) -> None:
+        """Give an unpickled order its key back (the same key it was built with)."""
+        self._key = key
 
     def add(self, slot: int) -> None:
         key = self._key(slot)
