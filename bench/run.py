@@ -131,6 +131,8 @@ class Run:
     requests: int = 0
     # wrk's socket errors (connect, read, write, timeout): requests that got no response.
     socket_errors: int = 0
+    # The slowest response wrk counted (ms): a stall of a few requests that p99 does not show.
+    max_ms: float = 0.0
 
 
 @dataclass
@@ -227,6 +229,7 @@ _LATENCY = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.MULTI
 _RATE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.MULTILINE)
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
 _REQUESTS = re.compile(r"^\s+(\d+) requests in", re.MULTILINE)
+_MAX = re.compile(r"^\s+Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)\s", re.MULTILINE)
 _SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
 
 
@@ -262,6 +265,7 @@ def wrk(
         raise RuntimeError(f"could not read wrk's output:\n{out}")
     requests = _REQUESTS.search(out)
     socket_errors = _SOCKET_ERRORS.search(out)
+    slowest = _MAX.search(out)
     return Run(
         float(rate.group(1)),
         latencies["50"],
@@ -269,6 +273,7 @@ def wrk(
         int(non_2xx.group(1)) if non_2xx else 0,
         requests=int(requests.group(1)) if requests else 0,
         socket_errors=sum(map(int, socket_errors.groups())) if socket_errors else 0,
+        max_ms=float(slowest.group(1)) * scale[slowest.group(2)] if slowest else 0.0,
     )
 
 
