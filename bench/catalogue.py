@@ -299,6 +299,8 @@ class Edit:
     answered: float = 0.0
     status: int = 0
     visible_ms: float | None = None
+    # A refused PATCH's answer (its start), or the client's error.
+    detail: str = ""
 
 
 async def edit_and_watch(
@@ -338,8 +340,10 @@ async def edit_and_watch(
                     f"/v1/products/{edit.product_id}", json={"price": edit.price}, headers=admin
                 )
                 edit.status = response.status_code
-            except httpx.HTTPError:
-                edit.status = 0
+                if not 200 <= edit.status < 300:
+                    edit.detail = response.text[:200]
+            except httpx.HTTPError as exc:
+                edit.status, edit.detail = 0, repr(exc)[:200]
             edit.answered = time.monotonic()
             if 200 <= edit.status < 300:
                 watchers.append(asyncio.create_task(watch(edit)))
@@ -381,6 +385,7 @@ def edit_figures(edits: list[Edit]) -> dict[str, Any]:
         "visible_median_ms": statistics.median(visible) if visible else float("nan"),
         "visible_since_sent_max_ms": max(since_sent, default=float("nan")),
         "not_visible": len(accepted) - len(visible),
+        "patch_refusals": sorted({e.detail for e in edits if e.detail})[:3],
     }
 
 
