@@ -646,16 +646,14 @@ def ratio(ours: Any, before: Any, higher_is_better: bool) -> str:
 
 
 def report(sides: list[Side], args: argparse.Namespace, counts: dict[str, int]) -> str:
-    commit = baseline_commit(args.baseline) if args.baseline else ""
-    ours_commit = baseline_commit(str(Path(__file__).resolve().parent.parent))
     lines = [
         "# make bench-catalogue",
         "",
         f"{platform.python_implementation()} {platform.python_version()}; {os.cpu_count()} CPUs; "
         f"serve: one worker pinned to CPU 0, rate limiter off, --no-dispatcher; wrk -t1 "
         f"-c{CONNECTIONS} --timeout {WRK_TIMEOUT_S}s pinned to CPU 1, {args.duration} s a run; "
-        f"ours at {ours_commit or '?'}"
-        + (f", before: {args.baseline} at {commit or '?'}" if args.baseline else ""),
+        f"ours at {args.commit or '?'}"
+        + (f", before: {args.baseline} at {args.baseline_commit or '?'}" if args.baseline else ""),
         f"Catalogue: {args.products:,} products; 'usb' in {counts.get('usb', 0):,}, "
         f"'{RARE}' in {counts.get(RARE, 0)}.",
     ]
@@ -681,7 +679,8 @@ def report(sides: list[Side], args: argparse.Namespace, counts: dict[str, int]) 
         "x before: how many times better ours is (its req/s over the baseline's; the "
         "baseline's time, memory or latency over ours). A visibility delay runs from the "
         "PATCH's answer to the first poll (every 25 ms) of the product's list page (default "
-        "order) that shows the new price. Loop probe: `GET /healthz` every 5 ms on an "
+        "order) that shows the new price; the visibility rows count the PATCHes answered 2xx only. "
+        "Loop probe: `GET /healthz` every 5 ms on an "
         "otherwise idle server while 10 price PATCHes a second go through; its latency over "
         "the quiet probe's median is time the event loop was not free (held by a callback, or "
         "waiting for the GIL another thread of the worker held). Slow callbacks: `serve` "
@@ -724,6 +723,9 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10, help="seconds per measured run")
     parser.add_argument("--output", default="catalogue", help="bench/results/<output>.{md,json}")
     args = parser.parse_args()
+    # The commits measured, taken at the start (a commit made while it runs is not measured).
+    args.commit = baseline_commit(str(Path(__file__).resolve().parent.parent))
+    args.baseline_commit = baseline_commit(args.baseline) if args.baseline else ""
     if shutil.which("wrk") is None:
         sys.exit("make bench-catalogue needs wrk: `sudo apt-get install wrk` (Debian/Ubuntu).")
     commands = [("ours", str(BIN / "commerce-api"))]
