@@ -13,7 +13,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test test-latest test-latest-subset lint format clean bench bench-overview cluster dist
+.PHONY: install serve test test-latest test-latest-subset lint format clean bench bench-overview bench-catalogue cluster dist
 
 install: $(VENV)/.installed
 
@@ -117,3 +117,10 @@ cluster: install
 # BENCH_OVERVIEW_ARGS="--postgres-url postgresql://postgres@127.0.0.1:5432/postgres".
 bench-overview: install
 	$(BIN)/python bench/overview.py $(BENCH_OVERVIEW_ARGS)
+
+# A large catalogue that changes while it is read (issue 42; bench/catalogue.py): import, start,
+# memory, a mix of pages, searches, the mix while 10 price PATCHes a second go through (and how
+# soon each shows), event-loop holds; beside another checkout with BENCH_CATALOGUE_ARGS, e.g.
+# "--baseline ../wt-baseline --products 20000 --duration 3 --backends sqlite". Needs wrk.
+bench-catalogue: install
+	$(BIN)/python bench/catalogue.py $(BENCH_CATALOGUE_ARGS)

@@ -129,6 +129,10 @@ class Run:
     cpu_us: float = 0.0
     # Responses wrk counted (2xx and not).
     requests: int = 0
+    # wrk's socket errors (connect, read, write, timeout): requests that got no response.
+    socket_errors: int = 0
+    # The slowest response wrk counted (ms): a stall of a few requests that p99 does not show.
+    max_ms: float = 0.0
 
 
 @dataclass
@@ -225,6 +229,8 @@ _LATENCY = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s)\s*$", re.MULTI
 _RATE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.MULTILINE)
 _NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
 _REQUESTS = re.compile(r"^\s+(\d+) requests in", re.MULTILINE)
+_MAX = re.compile(r"^\s+Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)\s", re.MULTILINE)
+_SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
 
 
 def wrk(
@@ -236,9 +242,13 @@ def wrk(
     *,
     threads: int = 1,
     cpu: int | None = 1,
+    timeout: int | None = None,
 ) -> Run:
-    """One wrk run, pinned to ``cpu`` (None: not pinned)."""
+    """One wrk run, pinned to ``cpu`` (None: not pinned); ``timeout``: wrk's per-request
+    timeout in seconds (its default, 2 s, leaves slower requests out of the percentiles)."""
     command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if timeout is not None:
+        command.append(f"--timeout={timeout}s")
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
     if script:
@@ -254,12 +264,16 @@ def wrk(
     if rate is None or "50" not in latencies or "99" not in latencies:
         raise RuntimeError(f"could not read wrk's output:\n{out}")
     requests = _REQUESTS.search(out)
+    socket_errors = _SOCKET_ERRORS.search(out)
+    slowest = _MAX.search(out)
     return Run(
         float(rate.group(1)),
         latencies["50"],
         latencies["99"],
         int(non_2xx.group(1)) if non_2xx else 0,
         requests=int(requests.group(1)) if requests else 0,
+        socket_errors=sum(map(int, socket_errors.groups())) if socket_errors else 0,
+        max_ms=float(slowest.group(1)) * scale[slowest.group(2)] if slowest else 0.0,
     )
 
 
