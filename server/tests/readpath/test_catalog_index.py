@@ -226,6 +226,7 @@ async def test_interleaved_writes_and_reads_match_the_database(
     assert builds == 0, "every change was applied, none rebuilt the index"
 
 
+@pytest.mark.pgbouncer
 async def test_a_large_change_builds_the_index_again(
     db: Database, two_read_paths: tuple[ReadPath, ReadPath], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,6 +247,7 @@ async def test_a_large_change_builds_the_index_again(
     assert [item["name"] for item in orjson.loads(body)["data"]][:2] == ["Bulk 5", "Bulk 4"]
 
 
+@pytest.mark.pgbouncer
 async def test_a_large_catalogue_is_built_in_a_child_process(
     db: Database, two_read_paths: tuple[ReadPath, ReadPath], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -72,6 +72,19 @@ KEY_COLUMNS = (
 ACTIVE_KEYS = select(*KEY_COLUMNS).where(ACTIVE).order_by(*LIST_ORDER)
 """Every active product's place in each order (no description), in list order: what the
 in-memory catalogue is built from (``readpath.catalog_cache``)."""
+ACTIVE_KEYS_AFTER = (
+    select(*KEY_COLUMNS)
+    .where(
+        ACTIVE,
+        tuple_(products.c.created_at, products.c.id)
+        > tuple_(bindparam("created_at", type_=products.c.created_at.type), bindparam("id")),
+    )
+    .order_by(*LIST_ORDER)
+    .limit(bindparam("limit", type_=BigInteger))
+)
+"""``ACTIVE_KEYS`` a page at a time: after the product ``(:created_at, :id)``, ``:limit`` at
+most (PostgreSQL: plain statements, where a cursor would leave a named prepared statement on a
+pooler's server connection)."""
 CHANGES = (
     select(*KEY_COLUMNS, products.c.archived_at, products.c.change_seq)
     .where(

@@ -24,13 +24,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from commerce_api.readpath.catalog_index import CatalogIndex
-from commerce_api.readpath.reader import (
-    KEY_PARTITION,
-    KEYS_POSTGRESQL,
-    KeyColumns,
-    key_columns_sqlite,
-    micros,
-)
+from commerce_api.readpath.reader import KeyColumns, key_columns_postgresql, key_columns_sqlite
 
 IN_PROCESS_BELOW = 50_000  # active products: below, built in the serving process (< ~0.5 s)
 
@@ -80,10 +74,7 @@ async def _columns(source: Source) -> AsyncIterator[KeyColumns]:
     options = {"statement_cache_size": 0} if source.pooled else {}
     connection = await asyncpg.connect(source.dsn, **options)
     try:
-        async with connection.transaction(isolation="repeatable_read", readonly=True):
-            cursor = await connection.cursor(KEYS_POSTGRESQL)
-            while rows := await cursor.fetch(KEY_PARTITION):
-                ids, names, prices, categories, created = zip(*rows, strict=True)
-                yield KeyColumns(ids, names, prices, categories, [micros(c) for c in created])
+        async for partition in key_columns_postgresql(connection):
+            yield partition
     finally:
         await connection.close()

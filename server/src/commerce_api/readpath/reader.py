@@ -28,6 +28,7 @@ from sqlalchemy.engine import Dialect
 from commerce_api.catalog import repository
 from commerce_api.catalog.repository import (
     ACTIVE_KEYS,
+    ACTIVE_KEYS_AFTER,
     ACTIVE_PRODUCT,
     ACTIVE_PRODUCTS,
     CHANGES,
@@ -55,7 +56,7 @@ _POSTGRESQL = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]  # a
 PRODUCT_SQLITE = _compiled(ACTIVE_PRODUCT, _SQLITE, ("id",))  # one id
 PRODUCTS_POSTGRESQL = _compiled(ACTIVE_PRODUCTS, _POSTGRESQL, ("ids",))  # a round's ids
 KEYS_SQLITE = _compiled(ACTIVE_KEYS, _SQLITE, ())
-KEYS_POSTGRESQL = _compiled(ACTIVE_KEYS, _POSTGRESQL, ())
+KEYS_AFTER_POSTGRESQL = _compiled(ACTIVE_KEYS_AFTER, _POSTGRESQL, ("created_at", "id", "limit"))
 CHANGES_SQLITE = _compiled(CHANGES, _SQLITE, ("seq", "id", "limit", "skip"))
 CHANGES_POSTGRESQL = _compiled(CHANGES, _POSTGRESQL, ("seq", "id", "limit", "skip"))
 COUNT_ACTIVE_SQLITE = _compiled(COUNT_ACTIVE, _SQLITE, ())
@@ -287,13 +288,9 @@ class PostgresReader:
         return cls(pool, db)
 
     async def key_columns(self) -> AsyncIterator[KeyColumns]:
-        # One transaction (one snapshot), read by a cursor a partition at a time; the
-        # whole catalogue at any size, so no transaction deadline.
-        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
-            cursor = await conn.cursor(KEYS_POSTGRESQL)
-            while rows := await cursor.fetch(KEY_PARTITION):
-                ids, names, prices, categories, created = zip(*rows, strict=True)
-                yield KeyColumns(ids, names, prices, categories, [micros(c) for c in created])
+        async with self.pool.acquire() as conn:
+            async for columns in key_columns_postgresql(conn):
+                yield columns
 
     async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
         with self._db.reachability.waiting():
@@ -406,6 +403,21 @@ class KeyColumns(NamedTuple):
     prices: Sequence[int]
     categories: Sequence[str]
     created: Sequence[int]
+
+
+_EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+
+
+async def key_columns_postgresql(conn: asyncpg.Connection) -> AsyncIterator[KeyColumns]:
+    """Every active product's ``KeyColumns`` in list order, a partition at a time, from one
+    repeatable-read transaction (one snapshot; the whole catalogue at any size, so no
+    transaction deadline)."""
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        after: tuple[datetime, str] = (_EARLIEST, "")
+        while rows := await conn.fetch(KEYS_AFTER_POSTGRESQL, *after, KEY_PARTITION):
+            ids, names, prices, categories, created = zip(*rows, strict=True)
+            yield KeyColumns(ids, names, prices, categories, [micros(c) for c in created])
+            after = (created[-1], ids[-1])
 
 
 async def key_columns_sqlite(path: str) -> AsyncIterator[KeyColumns]:
