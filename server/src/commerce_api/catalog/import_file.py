@@ -160,8 +160,8 @@ def json_records(text: IO[str]) -> Iterator[Located]:
                 value, end = decoder.raw_decode(buffer, pos)
                 break
             except json.JSONDecodeError as exc:
+                where = line + buffer.count("\n", pos, exc.pos)
                 if eof or len(buffer) - pos > _MAX_RECORD or not more():
-                    where = line + exc.doc.count("\n", pos, exc.pos)
                     raise InvalidImport(f"line {where}: not valid JSON: {exc.msg}") from None
         if not isinstance(value, dict):
             raise InvalidImport(f"line {line}: expected a JSON array of product objects")
