@@ -29,8 +29,8 @@ class FieldError(ValueError):
         self.problem = problem
 
 
-def _text(field: str, value: Any, low: int, high: int, *, multiline: bool = False) -> str:
-    if not isinstance(value, str):
+def _text(field: str, value: Any, low: int, high: int, multiline: bool) -> str:
+    if type(value) is not str:
         raise FieldError(field, "must be text")
     if not low <= len(value) <= high:
         raise FieldError(field, f"must be {low} to {high} characters long")
@@ -38,6 +38,18 @@ def _text(field: str, value: Any, low: int, high: int, *, multiline: bool = Fals
         return check_text(value, multiline=multiline)
     except ValueError as exc:
         raise FieldError(field, str(exc)) from None
+
+
+def _name(value: Any) -> str:
+    return _text("name", value, 1, MAX_NAME_LENGTH, False)
+
+
+def _description(value: Any) -> str:
+    return _text("description", value, 0, MAX_DESCRIPTION_LENGTH, True)
+
+
+def _category(value: Any) -> str:
+    return _text("category", value, 1, MAX_CATEGORY_LENGTH, False)
 
 
 def _price(value: Any) -> int:
@@ -49,22 +61,20 @@ def _price(value: Any) -> int:
 
 def _inventory(value: Any) -> int:
     # A whole float (2.0) counts as an integer, as JSON Schema says; 2.5, "2" and true do not.
-    if isinstance(value, float) and value.is_integer():
+    if type(value) is float and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INVENTORY:
+    if type(value) is not int or not 0 <= value <= MAX_INVENTORY:
         raise FieldError("inventory_count", f"must be a whole number from 0 to {MAX_INVENTORY}")
-    return int(value)
+    return value
 
 
-_COLUMN_OF: dict[str, Callable[[Any], tuple[str, Any]]] = {
-    "name": lambda value: ("name", _text("name", value, 1, MAX_NAME_LENGTH)),
-    "description": lambda value: (
-        "description",
-        _text("description", value, 0, MAX_DESCRIPTION_LENGTH, multiline=True),
-    ),
-    "price": lambda value: ("price_minor", _price(value)),
-    "category": lambda value: ("category", _text("category", value, 1, MAX_CATEGORY_LENGTH)),
-    "inventory_count": lambda value: ("inventory_count", _inventory(value)),
+# Each field: its column, and the check that gives the column's value.
+_COLUMN_OF: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "name": ("name", _name),
+    "description": ("description", _description),
+    "price": ("price_minor", _price),
+    "category": ("category", _category),
+    "inventory_count": ("inventory_count", _inventory),
 }
 
 
@@ -72,15 +82,15 @@ def _columns(record: Mapping[str, Any]) -> dict[str, Any]:
     """The product columns of ``record``'s fields (the id aside), each checked."""
     columns: dict[str, Any] = {}
     for field, value in record.items():
-        if field == ID:
-            continue
-        check = _COLUMN_OF.get(field)
-        if check is None:
+        found = _COLUMN_OF.get(field)
+        if found is None:
+            if field == ID:
+                continue
             raise FieldError(field, "is not a product field (" + ", ".join(sorted(FIELDS)) + ")")
         if value is None:
             raise FieldError(field, "must not be null; omit the field to keep its value")
-        column, checked = check(value)
-        columns[column] = checked
+        column, check = found
+        columns[column] = check(value)
     return columns
 
 

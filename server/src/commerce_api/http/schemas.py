@@ -29,10 +29,11 @@ def check_text(value: str, *, multiline: bool) -> str:
     LF and CR), else ValueError saying so."""
     # NUL cannot be stored by PostgreSQL, and lone surrogates are not encodable as UTF-8:
     # refuse them here so they can never reach (and fail in) the database.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode text") from None
+    if not value.isascii():  # (ASCII text, most text, cannot hold a surrogate)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("must be valid Unicode text") from None
     if (_CONTROL_MULTILINE if multiline else _CONTROL).search(value):
         raise ValueError("must not contain control characters")
     return value
