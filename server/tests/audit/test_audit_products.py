@@ -14,6 +14,7 @@ from commerce_api.accounts.service import CreatedKey, Principal
 from commerce_api.audit import keys as audited_keys
 from commerce_api.audit import repository as audit_repository
 from commerce_api.audit.repository import AuditFilter
+from commerce_api.catalog import importing
 from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import ProductUpdate
 from commerce_api.core.pagination import WHOLE_LIST
@@ -127,7 +128,7 @@ async def test_an_import_records_each_product_it_creates_and_changes_as_the_cli(
         {"name": "Pen", "price": 1.5, "category": "stationery", "inventory_count": 4},
     ]
     async with db.write() as conn:
-        result = await catalog.import_products(conn, None, records)
+        result = await importing.import_products(conn, None, records)
     assert (result.created, result.updated) == (1, 1)
     rows = await trail(db)
     assert {by(row) for row in rows} == {("system", "cli")}
@@ -137,9 +138,9 @@ async def test_an_import_records_each_product_it_creates_and_changes_as_the_cli(
     assert create["action"] == "product.create"
     assert create["changes"]["name"] == [None, "Pen"]
 
-    with pytest.raises(catalog.InvalidImport):  # all or nothing, its rows too
+    with pytest.raises(importing.InvalidImport):  # all or nothing, its rows too
         async with db.write() as conn:
-            await catalog.import_products(conn, None, [records[1], {"id": "prod_nope"}])
+            await importing.import_products(conn, None, [records[1], {"id": "prod_nope"}])
     assert len(await trail(db)) == 2
 
 

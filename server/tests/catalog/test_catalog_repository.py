@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from commerce_api.catalog import repository
-from commerce_api.catalog.service import (
+from commerce_api.catalog.importing import (
     ImportResult,
     InvalidImport,
     import_products,
-    list_products,
     parse_import_file,
 )
+from commerce_api.catalog.service import list_products
 from commerce_api.core.ids import new_id
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import products
@@ -209,15 +210,17 @@ async def _stored(conn: Any, product_id: str) -> bool:
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ({"price": 1.234}, "record 2: Invalid value for `price`"),
-        ({"price": -1}, "record 2: Invalid value for `price`"),
-        ({"price": "19.99"}, "record 2: Invalid value for `price`"),
-        ({"inventory_count": -1}, "record 2: Invalid value for `inventory_count`"),
-        ({"inventory_count": 2.5}, "record 2: Invalid value for `inventory_count`"),
-        ({"name": ""}, "record 2: Invalid value for `name`"),
-        ({"colour": "red"}, "record 2: Unknown parameter `colour`"),
-        ({"id": "not-an-id"}, "record 2: `id` 'not-an-id' is not a product id"),
-        ({"id": 42}, "record 2: `id` 42 is not a product id"),
+        ({"price": 1.234}, "record 2, field price: must have at most two decimal places"),
+        ({"price": -1}, "record 2, field price: must not be negative"),
+        ({"price": "19.99"}, "record 2, field price: must be a number"),
+        ({"price": True}, "record 2, field price: must be a number"),
+        ({"inventory_count": -1}, "record 2, field inventory_count: must be a whole number"),
+        ({"inventory_count": 2.5}, "record 2, field inventory_count: must be a whole number"),
+        ({"name": ""}, "record 2, field name: must be 1 to 200 characters long"),
+        ({"name": "a\nb"}, "record 2, field name: must not contain control characters"),
+        ({"colour": "red"}, "record 2, field colour: is not a product field"),
+        ({"id": "not-an-id"}, "record 2, field id: 'not-an-id' is not a product id"),
+        ({"id": 42}, "record 2, field id: 42 is not a product id"),
     ],
 )
 async def test_import_is_all_or_nothing(db: Database, bad: dict[str, Any], message: str) -> None:
@@ -238,7 +241,7 @@ async def test_import_is_all_or_nothing(db: Database, bad: dict[str, Any], messa
 async def test_import_missing_field_names_record_and_field(db: Database) -> None:
     bad = record("Bad")
     del bad["price"]
-    with pytest.raises(InvalidImport, match=r"record 3: Missing required parameter `price`"):
+    with pytest.raises(InvalidImport, match=r"record 3, field price: is required"):
         await run_import(db, [record("A"), record("B"), bad, record("D")])
     assert await all_products(db) == {}
 
@@ -284,7 +287,7 @@ async def test_import_update_refuses_null(db: Database) -> None:
     existing = product_row()
     await insert_rows(db, [existing])
     before = await all_products(db)
-    with pytest.raises(InvalidImport, match=r"record 1: .*`price`.*must not be null"):
+    with pytest.raises(InvalidImport, match=r"record 1, field price: must not be null"):
         await run_import(db, [{"id": existing["id"], "price": None}])
     assert await all_products(db) == before
 
@@ -307,7 +310,10 @@ def test_parse_json_array() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "not valid JSON"),
+        ("{not json", "line 1: expected a JSON array"),
+        ('[{"name": "A"},\n {"name": }]', "line 2: not valid JSON"),
+        ('[{"name": "A"}\n\n{"name": "B"}]', "line 3: not valid JSON: expected ',' or ']'"),
+        ('[{"name": "A"}] []', "line 1: not valid JSON: extra data"),
         ('{"name": "A"}', "expected a JSON array"),
         ('[{"name": "A"}, 3]', "expected a JSON array"),
         ('"text"', "expected a JSON array"),
@@ -329,7 +335,7 @@ def test_parse_csv() -> None:
         {
             "name": "Lamp",
             "description": "Bright, warm",
-            "price": 19.99,
+            "price": Decimal("19.99"),
             "category": "home",
             "inventory_count": 5,
         },
@@ -337,14 +343,14 @@ def test_parse_csv() -> None:
             "id": "prod_abc",
             "name": "Desk",
             "description": "",
-            "price": 0.1,
+            "price": Decimal("0.1"),
             "category": "home",
             "inventory_count": 7,
         },
         {
             "name": "Pen",
             "description": "Blue",
-            "price": 3.0,
+            "price": Decimal("3"),
             "category": "office",
             "inventory_count": 0,
         },
@@ -354,7 +360,7 @@ def test_parse_csv() -> None:
 def test_parse_csv_without_optional_columns() -> None:
     content = "name,price,category\nLamp,19.99,home\n"
     assert parse_import_file("p.csv", content) == [
-        {"name": "Lamp", "price": 19.99, "category": "home"}
+        {"name": "Lamp", "price": Decimal("19.99"), "category": "home"}
     ]
 
 
@@ -363,9 +369,11 @@ def test_parse_csv_without_optional_columns() -> None:
     [
         ("name,price,category\nLamp,19.99,home,extra\n", "line 2: wrong number of columns"),
         ("name,price,category\nLamp,19.99,home\nDesk,5\n", "line 3: wrong number of columns"),
-        ("name,price,category\nLamp,cheap,home\n", "line 2: price and inventory_count"),
-        ("name,price,inventory_count\nLamp,1,many\n", "line 2: price and inventory_count"),
-        ("name,price,inventory_count\nLamp,1,1.5\n", "line 2: price and inventory_count"),
+        ("name,price,category\nLamp,cheap,home\n", "line 2, column price: must be a number"),
+        ("name,price,inventory_count\nLamp,1,many\n", "line 2, column inventory_count: must"),
+        ("name,price,inventory_count\nLamp,1,1.5\n", "line 2, column inventory_count: must"),
+        ("name,colour\nLamp,red\n", "line 1, column colour: unknown column"),
+        ('name,price\n"Lamp\nXL",1\n"Desk,x\n', "line 4: not valid CSV"),
     ],
 )
 def test_parse_csv_errors_name_the_line(content: str, message: str) -> None:
@@ -384,7 +392,9 @@ async def test_csv_records_import(db: Database) -> None:
 
 async def test_csv_price_with_three_decimals_is_refused(db: Database) -> None:
     content = "name,price,category\nLamp,19.999,home\n"
-    with pytest.raises(InvalidImport, match="record 1: Invalid value for `price`"):
+    with pytest.raises(
+        InvalidImport, match="record 1, field price: must have at most two decimal places"
+    ):
         await run_import(db, parse_import_file("p.csv", content))
     assert await all_products(db) == {}
 
@@ -392,5 +402,5 @@ async def test_csv_price_with_three_decimals_is_refused(db: Database) -> None:
 def test_parse_csv_with_a_byte_order_mark() -> None:
     content = "\ufeffname,price,category\nLamp,19.99,home\n"
     assert parse_import_file("p.csv", content) == [
-        {"name": "Lamp", "price": 19.99, "category": "home"}
+        {"name": "Lamp", "price": Decimal("19.99"), "category": "home"}
     ]

@@ -9,8 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from commerce_api.catalog import repository
-from commerce_api.catalog import service as catalog_service
+from commerce_api.catalog import importing, repository
 from commerce_api.storage.db import Database
 from tests import factories, helpers
 from tests.helpers import bearer
@@ -222,9 +221,7 @@ async def test_q_follows_every_change_in_the_writing_transaction(
     assert response.status_code == 204
     assert await names(client, client_key, q="hemp") == []
     async with db.write() as conn:
-        await catalog_service.import_products(
-            conn, None, [{"id": product_id, "name": "Wool towel"}]
-        )
+        await importing.import_products(conn, None, [{"id": product_id, "name": "Wool towel"}])
     assert await names(client, client_key, q="wool rough") == ["Wool towel"]
     assert await names(client, client_key, q="hemp") == []
 

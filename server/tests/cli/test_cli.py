@@ -175,14 +175,13 @@ async def test_accounts_and_keys(cli: Cli) -> None:
 
 async def test_products_import(cli: Cli) -> None:
     bad_json = cli.workdir / "bad.json"
+    bad_records = [
+        {"name": "Good", "price": 1, "category": "x"},
+        {"name": "Bad", "price": 19.999, "category": "x"},
+        {"name": "Also good", "price": 2, "category": "x"},
+    ]
     bad_json.write_text(
-        json.dumps(
-            [
-                {"name": "Good", "price": 1, "category": "x"},
-                {"name": "Bad", "price": 19.999, "category": "x"},
-                {"name": "Also good", "price": 2, "category": "x"},
-            ]
-        ),
+        "[\n" + ",\n".join(json.dumps(record) for record in bad_records) + "\n]\n",
         encoding="utf-8",
     )
     good_json = cli.workdir / "catalogue.json"
@@ -204,8 +203,7 @@ async def test_products_import(cli: Cli) -> None:
 
     failed_json = await cli.run("products", "import", str(bad_json))
     assert failed_json.returncode != 0
-    assert "record 2" in failed_json.stderr
-    assert "price" in failed_json.stderr
+    assert "line 3, field price: must have at most two decimal places" in failed_json.stderr
     assert "nothing was imported" in failed_json.stderr
     assert await query(cli.database_url, select(products)) == []
 

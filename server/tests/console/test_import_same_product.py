@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from commerce_api.catalog import service as catalog
+from commerce_api.catalog import importing as catalog
 from commerce_api.storage.db import Database
 from tests import factories
 from tests.console.helpers import page_token, sign_in

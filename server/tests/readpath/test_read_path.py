@@ -39,7 +39,7 @@ from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import generate_key
 from commerce_api.app.fastlane import FastLane
 from commerce_api.app.services import Services
-from commerce_api.catalog import repository
+from commerce_api.catalog import importing, repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, page
@@ -578,7 +578,7 @@ async def test_imports_and_raw_inserts_are_seen_by_the_very_next_list(
         await wait_for_snapshot(services.read_path)
         if round_ % 2 == 0:
             async with db.write() as conn:
-                result = await catalog_service.import_products(
+                result = await importing.import_products(
                     conn,
                     None,
                     [

@@ -459,6 +459,46 @@ async def test_0012_moves_postgresql_words_off_the_products_and_back(
     await _round_trip(empty_database_url, "0011", rows, up, down)
 
 
+async def test_0018_indexes_an_insert_statements_products_at_once(
+    empty_database_url: str,
+) -> None:
+    """0018 (PostgreSQL; nothing on SQLite) writes the words of the products an insert
+    statement adds in one statement of its own; a rename is still re-indexed row by row; down
+    again, 0012's row trigger indexes inserts."""
+    when = "'2026-01-01 00:00:00'"
+
+    def insert(*products: tuple[str, str]) -> str:
+        values = ", ".join(
+            f"('{product_id}', '{name}', 'A5', 100, 'books', 5, {when}, {when})"
+            for product_id, name in products
+        )
+        return (
+            "INSERT INTO products (id, name, description, price_minor, category,"
+            f" inventory_count, created_at, updated_at) VALUES {values}"
+        )
+
+    async def found(conn: AsyncConnection, q: str) -> list[str]:
+        dialect = conn.dialect.name
+        match = catalog.search_match(dialect, catalog.search_words(q))
+        statement = catalog.search_page(dialect, "name", False)
+        rows = await conn.execute(statement, {"match": match, "limit": 100, "offset": 0})
+        return [row.id for row in rows]
+
+    async def up(conn: AsyncConnection) -> None:
+        await conn.execute(text(insert(("prod_2", "Ruled notebook"), ("prod_3", "Grid notebook"))))
+        assert await found(conn, "notebook") == ["prod_1", "prod_3", "prod_2"]
+        await conn.execute(text("UPDATE products SET name = 'Sketch pad' WHERE id = 'prod_3'"))
+        assert await found(conn, "notebook") == ["prod_1", "prod_2"]
+        assert await found(conn, "sketch") == ["prod_3"]
+
+    async def down(conn: AsyncConnection) -> None:
+        await conn.execute(text(insert(("prod_4", "Plain notebook"))))
+        assert await found(conn, "notebook") == ["prod_1", "prod_4"]
+
+    rows = [insert(("prod_1", "Dotted notebook"))]
+    await _round_trip(empty_database_url, "0017", rows, up, down)
+
+
 async def test_0010_admits_publishable_keys_and_keeps_keys_and_console_sessions(
     empty_database_url: str,
 ) -> None:

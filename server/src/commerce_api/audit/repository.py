@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.pagination import NewestFirst
 from commerce_api.storage import keyset
-from commerce_api.storage.bulk import insert_rows
+from commerce_api.storage.bulk import copy_rows, insert_rows
 from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import audit_events
 
@@ -41,6 +41,11 @@ class AuditFilter:
 async def insert(conn: Executor, rows: Sequence[Mapping[str, Any]]) -> None:
     """Audit rows (dicts with the same keys), one executemany however many."""
     await insert_rows(conn, audit_events, rows)
+
+
+async def copy_in(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Many audit rows in bulk: ``COPY`` on PostgreSQL, one executemany on SQLite."""
+    await copy_rows(conn, audit_events, rows)
 
 
 async def get(conn: AsyncConnection, audit_id: str) -> Row[Any] | None:

@@ -62,11 +62,13 @@ def audit_row(
     target: tuple[str, str],
     changes: Changes | None = None,
     at: datetime | None = None,
+    audit_id: str | None = None,
 ) -> dict[str, Any]:
-    """The ``audit_events`` row of a change (``target``: its type and id), with a new id."""
+    """The ``audit_events`` row of a change (``target``: its type and id), with a new id
+    (or ``audit_id``, one of ``new_ids("aud", …)``)."""
     target_type, target_id = target
     return {
-        "id": new_id("aud"),
+        "id": audit_id or new_id("aud"),
         "created_at": at or utcnow(),
         "actor_type": actor.type,
         "actor_id": actor.id,
@@ -98,10 +100,10 @@ async def record(
     await repository.insert(conn, [audit_row(actor, action, target, changes)])
 
 
-async def record_many(conn: Executor, rows: list[dict[str, Any]]) -> None:
-    """Record several changes (:func:`audit_row` s) in the caller's transaction, one
-    statement."""
-    await repository.insert(conn, rows)
+async def record_many(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    """Record many changes (:func:`audit_row` s) in the caller's transaction, in bulk (an
+    import's: ``COPY`` on PostgreSQL)."""
+    await repository.copy_in(conn, rows)
 
 
 def created(values: Mapping[str, Any]) -> dict[str, list[Any]]:

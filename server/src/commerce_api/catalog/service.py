@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
 from commerce_api.catalog import repository
 from commerce_api.catalog.schemas import ProductCreate, ProductSort, ProductUpdate
-from commerce_api.core.errors import describe_validation_error, not_found
+from commerce_api.core.errors import not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major, to_minor
 from commerce_api.core.pagination import page
@@ -99,7 +93,7 @@ def _new_product_row(data: ProductCreate, product_id: str | None = None) -> dict
     }
 
 
-def _audited(row: Mapping[str, Any]) -> dict[str, Any]:
+def audited(row: Mapping[str, Any]) -> dict[str, Any]:
     """A product's fields as the audit trail shows them (the API's names and units)."""
     return {
         "name": row["name"],
@@ -110,12 +104,12 @@ def _audited(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _audited_change(before: Any, values: Mapping[str, Any]) -> dict[str, list[Any]]:
+def audited_change(before: Any, values: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The fields ``values`` change in the product row ``before`` (an archived product
     restored by an import: its ``archived_at`` too)."""
     old = dict(before._mapping)
     new = {**old, **values}
-    changes = audit.changed(_audited(old), _audited(new))
+    changes = audit.changed(audited(old), audited(new))
     if "archived_at" in values and old["archived_at"] != values["archived_at"]:
         changes["archived_at"] = [
             format_optional_timestamp(old["archived_at"]),
@@ -135,7 +129,7 @@ async def create_product(
         audit.actor_of(principal),
         "product.create",
         ("product", row["id"]),
-        audit.created(_audited(row)),
+        audit.created(audited(row)),
     )
     return await get_product(conn, row["id"])
 
@@ -153,7 +147,7 @@ async def update_product(
     )
     if before is None or not await repository.update_active(conn, product_id, values):
         raise product_not_found(product_id)
-    changes = _audited_change(before, values)
+    changes = audited_change(before, values)
     if changes:
         actor = audit.actor_of(principal)
         await audit.record(conn, actor, "product.update", ("product", product_id), changes)
@@ -174,99 +168,3 @@ async def archive_product(
         ("product", product_id),
         {"archived_at": [None, format_timestamp(now)]},
     )
-
-
-# --- import ------------------------------------------------------------------------------------
-
-
-class InvalidImport(ValueError):
-    """A record of an import file is invalid; nothing was written."""
-
-
-@dataclass(frozen=True, slots=True)
-class ImportResult:
-    created: int
-    updated: int
-
-
-def parse_import_file(name: str, content: str) -> list[dict[str, Any]]:
-    """Records from a JSON array, or from CSV with a header row (chosen by the file's name)."""
-    content = content.removeprefix("\ufeff")  # the byte-order mark spreadsheets write
-    if name.lower().endswith(".csv"):
-        return [_csv_record(line, row) for line, row in enumerate(_csv_rows(content), start=2)]
-    try:
-        records = json.loads(content)
-    except json.JSONDecodeError as exc:
-        raise InvalidImport(f"not valid JSON: {exc}") from exc
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise InvalidImport("expected a JSON array of product objects")
-    return records
-
-
-def _csv_rows(content: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(content)))
-
-
-def _csv_record(line: int, row: Mapping[str, str | None]) -> dict[str, Any]:
-    record: dict[str, Any] = {}
-    for key, value in row.items():
-        if key is None or value is None:
-            raise InvalidImport(f"line {line}: wrong number of columns")
-        key = key.strip()
-        if key == "id" and not value.strip():
-            continue
-        record[key] = value
-    try:
-        if "price" in record:
-            record["price"] = float(Decimal(record["price"].strip()))
-        if "inventory_count" in record:
-            record["inventory_count"] = int(record["inventory_count"])
-    except (ValueError, InvalidOperation):
-        raise InvalidImport(f"line {line}: price and inventory_count must be numbers") from None
-    return record
-
-
-async def import_products(
-    conn: AsyncConnection, principal: Principal | None, records: Sequence[Mapping[str, Any]]
-) -> ImportResult:
-    """Create products, or update those whose ``id`` is given (restoring archived ones).
-    Several records with one ``id`` are one update, made in their order (a later record's
-    value of a field wins); ``updated`` counts products.
-
-    All or nothing: the first invalid record raises and the caller's transaction rolls back.
-    Each product created or changed is audited (``product.create``, ``product.update``).
-    """
-    actor = audit.actor_of(principal)
-    trail: list[dict[str, Any]] = []
-    new_rows: list[dict[str, Any]] = []
-    updated: set[str] = set()
-    for index, record in enumerate(records):
-        where = f"record {index + 1}"
-        product_id = record.get("id")
-        fields = {key: value for key, value in record.items() if key != "id"}
-        try:
-            if product_id is None:
-                new_rows.append(_new_product_row(ProductCreate.model_validate(fields)))
-                continue
-            update = ProductUpdate.model_validate(fields)
-        except ValidationError as exc:
-            message, _ = describe_validation_error(exc.errors()[0])
-            raise InvalidImport(f"{where}: {message}") from None
-        if not isinstance(product_id, str) or not looks_like("prod", product_id):
-            raise InvalidImport(f"{where}: `id` {product_id!r} is not a product id")
-        values = {**_column_values(update.changes()), "updated_at": utcnow(), "archived_at": None}
-        before = await repository.get_for_change(conn, product_id, active=False)
-        if before is None or not await repository.update_any(conn, product_id, values):
-            raise InvalidImport(f"{where}: no product with id `{product_id}`")
-        if changes := _audited_change(before, values):
-            trail.append(audit.audit_row(actor, "product.update", ("product", product_id), changes))
-        updated.add(product_id)
-    await repository.insert_many(conn, new_rows)
-    trail += [
-        audit.audit_row(
-            actor, "product.create", ("product", row["id"]), audit.created(_audited(row))
-        )
-        for row in new_rows
-    ]
-    await audit.record_many(conn, trail)
-    return ImportResult(created=len(new_rows), updated=len(updated))

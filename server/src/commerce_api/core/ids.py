@@ -56,6 +56,19 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{time_digits(time.time_ns() // 1_000_000)}{random_token(ID_RANDOM_PART)}"
 
 
+def new_ids(prefix: str, count: int) -> list[str]:
+    """``count`` fresh identifiers of one moment, in ascending order (so that rows created
+    together, with one timestamp, keep their given order in a list ordered by (time, id)):
+    their random parts drawn in one call."""
+    assert prefix in PREFIXES, prefix
+    head = f"{prefix}_{time_digits(time.time_ns() // 1_000_000)}"
+    tokens = random_token(ID_RANDOM_PART * count)
+    return sorted(
+        head + tokens[start : start + ID_RANDOM_PART]
+        for start in range(0, ID_RANDOM_PART * count, ID_RANDOM_PART)
+    )
+
+
 _last_time: tuple[int, str] = (-1, "")
 
 

@@ -24,13 +24,16 @@ _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _CONTROL_MULTILINE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # tab, LF, CR allowed
 
 
-def _check_text(value: str, *, multiline: bool) -> str:
+def check_text(value: str, *, multiline: bool) -> str:
+    """``value`` if it is valid Unicode without control characters (``multiline``: but tab,
+    LF and CR), else ValueError saying so."""
     # NUL cannot be stored by PostgreSQL, and lone surrogates are not encodable as UTF-8:
     # refuse them here so they can never reach (and fail in) the database.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode text") from None
+    if not value.isascii():  # (ASCII text, most text, cannot hold a surrogate)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("must be valid Unicode text") from None
     if (_CONTROL_MULTILINE if multiline else _CONTROL).search(value):
         raise ValueError("must not contain control characters")
     return value
@@ -45,7 +48,7 @@ class _TextRule:
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        check = partial(_check_text, multiline=self.multiline)
+        check = partial(check_text, multiline=self.multiline)
         return core_schema.no_info_after_validator_function(check, handler(source))
 
     def __get_pydantic_json_schema__(

@@ -1,4 +1,4 @@
-"""Bulk writes for the order path: many rows in one statement, or in one executemany.
+"""Bulk writes: many rows in one statement, in one executemany, or in one ``COPY``.
 
 Each statement is compiled once per shape (table, dialect, columns, row count) and its values
 converted with the very bind processors of the connection's dialect, skipping SQLAlchemy's
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Table, bindparam
@@ -18,7 +19,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from commerce_api.storage.db import Executor
 
@@ -35,6 +36,62 @@ async def insert_rows(conn: Executor, table: Table, rows: Sequence[Mapping[str, 
         return
     sql, converters = _compiled_insert(table, conn.dialect, tuple(rows[0]))
     await conn.exec_driver_sql(sql, [_converted(row, converters) for row in rows])
+
+
+async def copy_rows(conn: AsyncConnection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert many ``rows`` (dicts with the same keys) in bulk, in the caller's transaction:
+    PostgreSQL's ``COPY`` (asyncpg's ``copy_records_to_table``, on the driver connection that
+    SQLAlchemy's ``get_raw_connection`` hands out), SQLite's executemany of one prepared
+    ``INSERT``. Each row becomes a tuple in C (``itemgetter``); only the columns whose type has
+    a bind processor (timestamps, JSON) go through it, so both write what SQLAlchemy would."""
+    if not rows:
+        return
+    names = tuple(rows[0])
+    cache_key = (table.name, id(conn.dialect), names)
+    found = _COPIES.get(cache_key)
+    if found is None:
+        found = _COPIES[cache_key] = _compiled_copy(table, conn.dialect, names)
+    sql, order, getter, converters = found
+    records = [getter(row) for row in rows]
+    if converters:
+        records = [_patched(record, converters) for record in records]
+    if sql is not None:
+        await conn.exec_driver_sql(sql, records)
+        return
+    driver = (await conn.get_raw_connection()).driver_connection
+    assert driver is not None, "a connection in use has its driver's"
+    await driver.copy_records_to_table(table.name, columns=order, records=records)
+
+
+def _compiled_copy(
+    table: Table, dialect: Dialect, names: tuple[str, ...]
+) -> tuple[str | None, tuple[str, ...], Any, list[tuple[int, Any]]]:
+    """For :func:`copy_rows`: the ``INSERT`` (None: ``COPY``), the columns in its order, a
+    getter of a row's values in that order, and the (position, bind processor) of the values
+    to convert."""
+    sql: str | None = None
+    order = names
+    if dialect.name != "postgresql":
+        sql, in_order = _compiled_insert(table, dialect, names)
+        order = tuple(name for name, _ in in_order)
+    converters = [
+        (index, convert)
+        for index, name in enumerate(order)
+        if (convert := processor(table.c[name].type, dialect)) is not None
+    ]
+    return sql, order, itemgetter(*order), converters
+
+
+def _patched(record: tuple[Any, ...], converters: list[tuple[int, Any]]) -> tuple[Any, ...]:
+    values = list(record)
+    for index, convert in converters:
+        value = values[index]
+        if value is not None:
+            values[index] = convert(value)
+    return tuple(values)
+
+
+_COPIES: dict[tuple[str, int, tuple[str, ...]], tuple[Any, ...]] = {}
 
 
 async def insert_returning(
@@ -157,8 +214,10 @@ def processor(column_type: TypeEngine[Any], dialect: Dialect) -> Any:
     """The dialect's bind processor of ``column_type`` (None: values go as they are); for a
     timestamp, one that remembers its last conversion (see :class:`_LastConverted`)."""
     convert = column_type.dialect_impl(dialect).bind_processor(dialect)
+    # A TypeDecorator (``UTCDateTime``) names no Python type of its own: its ``impl`` does.
+    named = column_type.impl if isinstance(column_type, TypeDecorator) else column_type
     try:
-        timestamp = column_type.python_type is datetime
+        timestamp = named.python_type is datetime
     except NotImplementedError:  # a type that names no Python type
         timestamp = False
     return _LastConverted(convert) if convert is not None and timestamp else convert

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.datastructures import FormData, UploadFile
 from starlette.responses import Response
 
+from commerce_api.catalog import importing
 from commerce_api.catalog import service as catalog
 from commerce_api.catalog.schemas import MAX_INVENTORY, ProductCreate, ProductUpdate
 from commerce_api.console import repository
@@ -159,7 +160,7 @@ class _ImportRefused(Exception):
 
 async def import_products(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     """All or nothing, with every invalid record named: each record goes through the
-    service's import on its own, in one transaction rolled back if any was refused."""
+    import on its own, in one transaction (one import) rolled back if any was refused."""
     upload = (await request.form()).get("file")
     errors: list[str] = []
     records: list[dict[str, Any]] = []
@@ -168,32 +169,30 @@ async def import_products(request: Request, services: ServicesDep, session: Sess
     else:
         try:
             content = (await upload.read()).decode("utf-8")
-            records = catalog.parse_import_file(upload.filename, content)
+            records = importing.parse_import_file(upload.filename, content)
         except UnicodeDecodeError:
             errors.append("The file is not UTF-8 text.")
-        except catalog.InvalidImport as exc:
+        except importing.InvalidImport as exc:
             errors.append(f"The file could not be read: {exc}.")
-    created = 0
-    updated: set[object] = set()  # the products updated (several records may name one)
+    result = importing.ImportResult(created=0, updated=0)
     if not errors:
         try:
             async with services.db.write() as conn:
+                importer = importing.Importer(conn, session.principal)
                 for index, record in enumerate(records, start=1):
                     try:
-                        result = await catalog.import_products(conn, session.principal, [record])
-                    except catalog.InvalidImport as exc:
-                        errors.append(f"record {index}: {str(exc).split(': ', 1)[-1]}")
-                        continue
-                    created += result.created
-                    if result.updated:
-                        updated.add(record["id"])
+                        await importer.add([importing.Located(f"record {index}", "field", record)])
+                    except importing.InvalidImport as exc:
+                        errors.append(str(exc))
                 if errors:
                     raise _ImportRefused
+                result = importer.result
         except _ImportRefused:
             pass
     if errors:
         return await _catalogue_page(request, services, {"import_errors": errors}, 400)
-    return redirect(f"{PREFIX}/products", created=str(created), updated=str(len(updated)))
+    created, updated = str(result.created), str(result.updated)
+    return redirect(f"{PREFIX}/products", created=created, updated=updated)
 
 
 async def _product_page(
