@@ -21,6 +21,7 @@ from commerce_api.core.errors import describe_validation_error, not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major, to_minor
 from commerce_api.core.pagination import page
+from commerce_api.core.spreadsheet import restore_cell
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
 
 
@@ -215,7 +216,7 @@ def _csv_record(line: int, row: Mapping[str, str | None]) -> dict[str, Any]:
         key = key.strip()
         if key == "id" and not value.strip():
             continue
-        record[key] = value
+        record[key] = restore_cell(value)  # undoes the export's neutralising apostrophe
     try:
         if "price" in record:
             record["price"] = float(Decimal(record["price"].strip()))
