@@ -15,7 +15,7 @@ import asyncio
 import ipaddress
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from commerce_api.webhooks.address_blocks import refused_block
 
@@ -123,3 +123,19 @@ async def resolve(url: str, *, allow_private: bool) -> Target:
         # Which address is not said: the answer would map the operator's network for a caller.
         raise UnsafeURL(f"host {host!r} resolves to a non-public address")
     return Target(url, host, str(addresses[0]))
+
+
+REDACTED = "[redacted]"
+
+
+def redact_query(url: str) -> str:
+    """``url`` with each query parameter's value replaced by ``[redacted]`` (its name kept; a
+    parameter without ``=`` is redacted whole): ``?token=abc`` → ``?token=[redacted]``."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    params = [
+        f"{name}={REDACTED}" if sep else (REDACTED if name else "")
+        for name, sep, _ in (param.partition("=") for param in parts.query.split("&"))
+    ]
+    return urlunsplit(parts._replace(query="&".join(params)))
