@@ -211,6 +211,29 @@ def test_anything_but_an_origin_is_refused_saying_what_to_write(given: str) -> N
         Settings(_env_file=None, cors_origins=given)
 
 
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("https://*.shop.example", "has a wildcard"),
+        ("https://shop.*", "has a wildcard"),
+        ("https://shop.example:443", "default port"),
+        ("http://shop.example:80", "default port"),
+        ("https://a.example, https://café.example", "punycode"),
+    ],
+)
+def test_an_origin_no_browser_sends_is_refused_naming_it(given: str, says: str) -> None:
+    """A browser's ``Origin`` never has a wildcard, a scheme's default port or a host outside
+    ASCII: such a setting could never match, so it is refused rather than silently unused."""
+    with pytest.raises(ValueError, match=says) as refused:
+        Settings(_env_file=None, cors_origins=given)
+    assert given.split(", ")[-1].lower() in str(refused.value)
+
+
+def test_an_explicit_port_other_than_the_default_is_kept() -> None:
+    origins = Settings(_env_file=None, cors_origins="https://a.example:8443,http://b:443")
+    assert origins.cors_origins == ("https://a.example:8443", "http://b:443")
+
+
 async def test_a_served_instance_answers_a_storefronts_preflight_and_read(
     database_url: str, db: Database, tmp_path: Path
 ) -> None:

@@ -10,7 +10,7 @@ each concern:
 - the rate limit: the request counted against its quota once (:meth:`Pipeline.admit`), a 429
   when it is over, the ``X-RateLimit-*`` headers on every answer;
 - the headers every answer carries (:meth:`Pipeline.headers`: the rate-limit headers, the
-  request id, ``nosniff``);
+  request id, ``nosniff``, HSTS in production);
 - metrics and the request log (:meth:`Pipeline.observe`, labelled by route template): one note
   per answer, handed to both in batches (:class:`RequestObserver`);
 - the request head as a path that answers before the routes reads it (:func:`request_headers`
@@ -46,7 +46,7 @@ from commerce_api.observability.metrics import (
     RequestMetrics,
     flush_before_scrape,
 )
-from commerce_api.settings import Tier
+from commerce_api.settings import Settings, Tier
 
 if TYPE_CHECKING:
     from commerce_api.http.routing import MethodIndex
@@ -54,6 +54,17 @@ if TYPE_CHECKING:
 # For the operator's infrastructure: not counted against any quota.
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
 JSON_HEADER = (b"content-type", b"application/json")
+
+
+def common_headers(settings: Settings) -> list[tuple[bytes, bytes]]:
+    """The same on every answer: ``nosniff``, so that no browser reads a JSON body as another
+    type; in production, HSTS (``COMMERCE_HSTS_MAX_AGE_SECONDS``), so that a browser that has
+    reached the service over HTTPS never tries plain HTTP again."""
+    headers = [(b"x-content-type-options", b"nosniff")]
+    if settings.environment == "production":
+        max_age = f"max-age={settings.hsts_max_age_seconds}".encode()
+        headers.append((b"strict-transport-security", max_age))
+    return headers
 
 
 async def authenticate(
@@ -240,6 +251,7 @@ class Pipeline:
         self.limiting = services.settings.rate_limit_enabled
         self.observer = observer
         self.routes = routes
+        self.common_headers = common_headers(services.settings)
 
     async def admit(self, scope: Scope, ctx: RequestContext) -> bool:
         """Count the request against its quota, once: its key's account (or the key), else its
@@ -274,15 +286,12 @@ class Pipeline:
             "X-RateLimit-Limit",
         )
 
-    @staticmethod
-    def headers(ctx: RequestContext) -> list[tuple[bytes, bytes]]:
+    def headers(self, ctx: RequestContext) -> list[tuple[bytes, bytes]]:
         """The headers of every answer, after its own: the rate limit's, the request id, and
-        ``nosniff`` so that no browser reads a JSON body as another type."""
+        the :func:`common_headers`."""
         headers = [] if ctx.decision is None else ctx.decision.headers()
-        headers += [
-            (b"x-request-id", ctx.request_id.encode()),
-            (b"x-content-type-options", b"nosniff"),
-        ]
+        headers.append((b"x-request-id", ctx.request_id.encode()))
+        headers += self.common_headers
         return headers
 
     async def answer(
