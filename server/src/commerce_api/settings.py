@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     rate_limit_development: int = Field(default=1000, ge=1)
     rate_limit_production: int = Field(default=10000, ge=1)
     rate_limit_window_seconds: int = Field(default=3600, ge=1)
+    # Publishable keys (`pk_…`, public in a storefront's pages) are counted apart from their
+    # account's quota, per window: per key, and per key and client address.
+    rate_limit_publishable_per_key: int = Field(default=100_000, ge=1)
+    rate_limit_publishable_per_client: int = Field(default=1000, ge=1)
     webhook_retry_schedule: Annotated[tuple[int, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     # Receivers on loopback, private or link-local addresses: only by explicit opt-in, in every
     # environment (a sandbox offered to outside integrators must not reach the operator's

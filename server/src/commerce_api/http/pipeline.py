@@ -266,7 +266,12 @@ class Pipeline:
                     principal = await authenticate(self.read_path, ctx, authorization_header(scope))
                 except Exception:
                     principal = None
-            ctx.decision = await self.limiter.check(*quota(principal, scope))
+            if principal is not None and principal.role == "publishable":
+                ctx.decision = await self.limiter.check_publishable(
+                    principal.key_id, client_address(scope)
+                )
+            else:
+                ctx.decision = await self.limiter.check(*quota(principal, scope))
         return ctx.decision.allowed
 
     def exempt(self, path: str) -> bool:
@@ -278,13 +283,7 @@ class Pipeline:
         decision = ctx.decision
         assert decision is not None
         (REJECTED_KEY if ctx.principal is not None else REJECTED_IP).inc()
-        return error_body(
-            "rate_limited",
-            "quota_exceeded",
-            f"Rate limit of {decision.limit} requests per window exceeded. Retry after "
-            f"{decision.retry_after} seconds (see the Retry-After header).",
-            "X-RateLimit-Limit",
-        )
+        return error_body("rate_limited", "quota_exceeded", *decision.refusal())
 
     def headers(self, ctx: RequestContext) -> list[tuple[bytes, bytes]]:
         """The headers of every answer, after its own: the rate limit's, the request id, and
@@ -332,13 +331,18 @@ class Pipeline:
         return route_template(scope, self.routes)
 
 
+def client_address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "-"
+
+
 def quota(principal: Principal | None, scope: Scope) -> tuple[str, Tier]:
-    """What a request is counted against: its key's account (or the key, for an admin key
-    without one) at the key's tier; without a valid key, its IP at the development tier."""
+    """What a request without a publishable key is counted against: its key's account (or the
+    key, for an admin key without one) at the key's tier; without a valid key, its IP at the
+    development tier."""
     if principal is not None:
         return principal.account_id or principal.key_id, principal.tier
-    client = scope.get("client")
-    return f"ip:{client[0] if client else '-'}", "development"
+    return f"ip:{client_address(scope)}", "development"
 
 
 def route_template(scope: Scope, routes: MethodIndex) -> str:
