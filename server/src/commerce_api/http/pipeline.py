@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from commerce_api.accounts.service import Principal
 from commerce_api.core import tracing
 from commerce_api.core.errors import APIError, error_body, unauthorized
-from commerce_api.http.context import RequestContext, context
+from commerce_api.http.context import RequestContext, client_address, context
 from commerce_api.http.services import Authenticator, RequestServices
 from commerce_api.observability import AnsweredRequest
 from commerce_api.observability.access import AccessLog
@@ -329,11 +329,6 @@ class Pipeline:
 
     def route_template(self, scope: Scope) -> str:
         return route_template(scope, self.routes)
-
-
-def client_address(scope: Scope) -> str:
-    client = scope.get("client")
-    return str(client[0]) if client else "-"
 
 
 def quota(principal: Principal | None, scope: Scope) -> tuple[str, Tier]:

@@ -71,6 +71,12 @@ STORAGE_FULL_ERRORS = Counter(
     "commerce_storage_full_errors",
     "Requests answered 503 because the database's disk (or PostgreSQL's) was full.",
 )
+HTTP_REFUSALS = Counter(
+    "commerce_http_refusals",
+    "Requests refused at the edge of the app, by reason: server_busy (503), request_timeout "
+    "(408), payload_too_large (413), header_too_large (431).",
+    ["reason"],
+)
 WEBHOOK_DELIVERIES = Counter(
     "commerce_webhook_delivery_attempts",
     "Webhook delivery attempts by outcome: succeeded, retry (scheduled again) or failed (final).",
