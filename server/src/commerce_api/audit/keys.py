@@ -1,8 +1,7 @@
 """Creating accounts, issuing and revoking API keys, audited: ``accounts`` sits below the audit
 trail (every request authenticates through it), so the console and the CLI change accounts and
 keys through these, which call ``accounts.service`` and record the change in the same
-transaction. Never a
-secret or a key's hash in the trail: the role and the account only."""
+transaction. Never a secret or a key's hash in the trail: the role and the account only."""
 
 from __future__ import annotations
 

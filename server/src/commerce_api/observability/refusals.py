@@ -22,7 +22,7 @@ from commerce_api.observability.metrics import HTTP_REFUSALS
 RefusalReason = Literal["server_busy", "request_timeout", "payload_too_large", "header_too_large"]
 
 _COUNTERS = {reason: HTTP_REFUSALS.labels(reason) for reason in get_args(RefusalReason)}
-# Past this many addresses and reasons remembered, those quiet for a minute are forgotten (their
+# Past this many addresses and reasons remembered, all but this second's are forgotten (their
 # refusals since their last line stay counted in the metric only).
 MAX_REMEMBERED: Final = 10_000
 
@@ -46,7 +46,7 @@ class RefusalLog:
             self._last[key] = (second, unlogged + 1)
             return
         if len(self._last) >= MAX_REMEMBERED:
-            self._forget_before(second - 60)
+            self._forget_before(second)
         self._last[key] = (second, 0)
         if logger.isEnabledFor(logging.INFO):
             logger.info(
