@@ -152,7 +152,8 @@ async def test_no_route_but_the_catalogue_reads_answers_cors(
 async def test_preflights_are_not_counted_against_any_quota(
     database_url: str, publishable_key: str
 ) -> None:
-    settings = make_settings(database_url, cors_origins=SHOP, rate_limit_development=2)
+    # A storefront's publishable key: counted in its own bucket (here 2 from this address).
+    settings = make_settings(database_url, cors_origins=SHOP, rate_limit_publishable_per_client=2)
     async with running_app(settings) as (_, http):
         for _ in range(5):
             asked = await http.options("/v1/products", headers=preflight(SHOP))
