@@ -262,8 +262,8 @@ def accounts_create(name: str, tier: str) -> None:
     if not name.strip():
         raise click.BadParameter("must not be empty", param_hint="NAME")
     account_id = _in_transaction(
-        lambda conn: accounts.create_account(
-            conn, name, "production" if tier == "production" else "development"
+        lambda conn: audited_keys.create_account(
+            conn, None, name, "production" if tier == "production" else "development"
         )
     )
     click.echo(account_id)

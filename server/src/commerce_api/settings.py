@@ -20,6 +20,28 @@ LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 DEFAULT_RETRY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _check_matchable(origin: str, scheme: str, netloc: str, port: int | None) -> None:
+    """Refuse an origin no browser ever sends in ``Origin`` (so it could never match)."""
+    if "*" in netloc:
+        raise ValueError(
+            f"{origin!r} has a wildcard, which CORS origins cannot: list each origin, "
+            "e.g. https://shop.example,https://www.shop.example"
+        )
+    if port == _DEFAULT_PORTS[scheme]:
+        raise ValueError(
+            f"{origin!r} names {scheme}'s default port, which browsers leave out of Origin: "
+            f"write it without :{port}"
+        )
+    if not netloc.isascii():
+        raise ValueError(
+            f"{origin!r} has a host outside ASCII, which browsers send in its punycode (xn--) "
+            "form: write that"
+        )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="COMMERCE_", env_file=".env", extra="ignore", frozen=True
@@ -51,6 +73,10 @@ class Settings(BaseSettings):
     rate_limit_development: int = Field(default=1000, ge=1)
     rate_limit_production: int = Field(default=10000, ge=1)
     rate_limit_window_seconds: int = Field(default=3600, ge=1)
+    # Publishable keys (`pk_…`, public in a storefront's pages) are counted apart from their
+    # account's quota, per window: per key, and per key and client address.
+    rate_limit_publishable_per_key: int = Field(default=100_000, ge=1)
+    rate_limit_publishable_per_client: int = Field(default=1000, ge=1)
     webhook_retry_schedule: Annotated[tuple[int, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     # Receivers on loopback, private or link-local addresses: only by explicit opt-in, in every
     # environment (a sandbox offered to outside integrators must not reach the operator's
@@ -115,6 +141,9 @@ class Settings(BaseSettings):
     # may read the catalogue from a browser (CORS, on the catalogue's routes only: http/cors.py).
     # Empty: none, and no answer carries a CORS header.
     cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    # Production only: every answer of the app carries `Strict-Transport-Security` with this
+    # max-age (a year; 0 tells browsers to forget an earlier one).
+    hsts_max_age_seconds: int = Field(default=31_536_000, ge=0)
     # `off` removes /metrics (it answers 404 like any unknown route).
     metrics: Literal["on", "off"] = "on"
     # An operator console session (/dashboard) ends after this long without a request.
@@ -173,9 +202,10 @@ class Settings(BaseSettings):
                     "e.g. https://shop.example or http://localhost:3000"
                 )
             try:
-                _ = parts.port  # a malformed one raises
+                port = parts.port  # a malformed one raises
             except ValueError:
                 raise ValueError(f"{origin!r} has a malformed port") from None
+            _check_matchable(origin, parts.scheme, parts.netloc, port)
             origins.append(f"{parts.scheme}://{parts.netloc}")
         return tuple(origins)
 

@@ -1,6 +1,6 @@
 """Publishable keys (``pk_…``, issue 31): an account's key that reads the catalogue and nothing
-else, on both backends, whichever path answers (the fast lane or the routes), counted against
-its account's quota like the account's other keys."""
+else, on both backends, whichever path answers (the fast lane or the routes), counted apart
+from its account's quota (issue 44)."""
 
 from __future__ import annotations
 
@@ -166,29 +166,40 @@ async def test_a_production_instance_issues_pk_live_keys_that_work_there(
     assert response.status_code == 200, response.text
 
 
-async def test_a_publishable_key_is_counted_against_its_accounts_quota(
+async def test_a_publishable_key_is_counted_apart_from_its_accounts_quota(
     database_url: str, db: Database
 ) -> None:
-    """Its requests and the account's secret key's share one quota, and it gets the same
-    headers and the same 429 at the end of it, on the fast lane and on the routes."""
+    """Its requests count in its own bucket (here the per-address one, the smaller), never the
+    account's quota, with the same headers and a 429 naming its limit at the end of it, on the
+    fast lane and on the routes."""
     account_id = await factories.new_account(db)
     secret = (await factories.new_key(db, account_id)).secret
     publishable = (await factories.new_key(db, account_id, role="publishable")).secret
-    async with running_app(make_settings(database_url, rate_limit_development=3)) as (app, http):
+    settings = make_settings(
+        database_url, rate_limit_development=3, rate_limit_publishable_per_client=3
+    )
+    async with running_app(settings) as (app, http):
         first = await http.get("/v1/products", headers=bearer(publishable))
         assert first.status_code == 200
         assert first.headers["x-ratelimit-limit"] == "3"
         assert first.headers["x-ratelimit-remaining"] == "2"
-        assert (await http.get("/v1/orders", headers=bearer(secret))).status_code == 200
+        mine = await http.get("/v1/orders", headers=bearer(secret))
+        assert mine.status_code == 200
+        assert mine.headers["x-ratelimit-remaining"] == "2"  # the account's own, untouched
         refused = await http.get("/v1/orders", headers=bearer(publishable))  # counted: a 403
         assert refused.status_code == 403
-        assert refused.headers["x-ratelimit-remaining"] == "0"
+        assert refused.headers["x-ratelimit-remaining"] == "1"
+        assert (await http.get("/v1/products", headers=bearer(publishable))).status_code == 200
         over = await http.get("/v1/products", headers=bearer(publishable))
         assert_error(over, 429, "rate_limited", reason="quota_exceeded")
+        assert over.json()["error"]["details"] == "publishable_client"
         assert "retry-after" in over.headers
         app.fast_lane = None  # type: ignore[attr-defined]
         again = await http.get("/v1/products/prod_x", headers=bearer(publishable))
         assert_error(again, 429, "rate_limited", reason="quota_exceeded")
+        still = await http.get("/v1/orders", headers=bearer(secret))
+        assert still.status_code == 200
+        assert still.headers["x-ratelimit-remaining"] == "1"
 
 
 async def test_a_publishable_key_cannot_sign_in_to_the_console(

@@ -24,3 +24,14 @@ async def test_keys_made_and_revoked_by_the_cli_are_the_systems(
     factories.run_cli(env, tmp_path, "keys", "revoke", row["target"]["id"])
     (revoked,) = await trail(db, action="key.revoke")
     assert (by(revoked), revoked["target"]["id"]) == (("system", "cli"), row["target"]["id"])
+
+
+async def test_an_account_created_by_the_cli_is_the_systems(
+    database_url: str, db: Database, tmp_path: Path
+) -> None:
+    env = factories.cli_env(database_url)
+    output = factories.run_cli(env, tmp_path, "accounts", "create", "Acme", "--tier", "production")
+    (row,) = await trail(db, action="account.create")
+    assert by(row) == ("system", "cli")
+    assert row["target"] == {"type": "account", "id": factories.last_line(output)}
+    assert row["changes"] == {"name": [None, "Acme"], "tier": [None, "production"]}

@@ -4,10 +4,13 @@ timeline (created, each change with its actor, each event)."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
 from commerce_api.accounts.service import CreatedKey
+from commerce_api.audit import service as audit
 from commerce_api.storage.db import Database
 from tests import factories
 from tests.audit.helpers import by, key_actor, trail
@@ -101,3 +104,40 @@ async def test_an_orders_page_shows_its_timeline(
     assert admin.id in entries[2]
     assert '"pending" → "fulfilled"' in entries[2]
     assert "order.fulfilled" in entries[3]
+
+
+async def test_sign_in_account_creation_and_sign_out_are_recorded(
+    client: httpx.AsyncClient, db: Database, admin: CreatedKey
+) -> None:
+    assert (await sign_in(client, admin.secret)).status_code == 303
+    token = await page_token(client, "/dashboard/accounts")
+    made = await client.post(
+        "/dashboard/accounts", data={"csrf_token": token, "name": "Shop", "tier": "production"}
+    )
+    assert made.status_code == 303, made.text[:2000]
+    signed_out = await client.post("/dashboard/sign-out", data={"csrf_token": token})
+    assert signed_out.status_code == 303, signed_out.text[:2000]
+
+    rows = await trail(db, actor_id=admin.id)
+    assert [row["action"] for row in rows] == ["key.sign_in", "account.create", "key.sign_out"]
+    sign_in_row, account, sign_out_row = rows
+    assert sign_in_row["target"] == sign_out_row["target"] == {"type": "key", "id": admin.id}
+    assert account["target"]["type"] == "account"
+    assert account["changes"] == {"name": [None, "Shop"], "tier": [None, "production"]}
+
+
+async def test_the_audit_filter_offers_every_action(
+    console: httpx.AsyncClient, db: Database, admin: CreatedKey
+) -> None:
+    page = await console.get("/dashboard/audit")
+    offered = re.findall(r'<option value="([a-z_]+\.[a-z_]+)"', page.text)
+    assert offered == list(audit.ACTIONS)
+    assert "endpoint.test" in offered
+    chosen = await console.get("/dashboard/audit", params={"action": "key.sign_in"})
+    assert '<option value="key.sign_in" selected>' in chosen.text
+    assert '<code class="action">key.sign_in</code>' in chosen.text
+
+
+def test_a_row_with_an_action_outside_the_table_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown audit action"):
+        audit.audit_row(audit.CLI, "product.delete", ("product", "prod_1"))  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ def a_history() -> list[dict[str, Any]]:
     """Six rows a minute apart: three products' creations by one key, then an order fulfilled
     by another, canceled by the sweeper, a product updated by the CLI."""
     other = audit.Actor("key", "key_admin2")
-    specs = [
+    specs: list[tuple[audit.Actor, audit.Action, tuple[str, str]]] = [
         (ACTOR, "product.create", ("product", "prod_a")),
         (ACTOR, "product.create", ("product", "prod_b")),
         (ACTOR, "product.create", ("product", "prod_c")),

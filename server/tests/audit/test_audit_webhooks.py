@@ -87,3 +87,30 @@ async def test_a_redelivery_is_recorded_and_a_refused_one_is_not(
         {},
     )
     assert row["target"] == {"type": "event", "id": event["id"]}
+
+
+async def test_a_receiver_urls_query_string_is_redacted_in_the_trail(
+    client: httpx.AsyncClient, db: Database, customer: CreatedKey
+) -> None:
+    auth = bearer(customer.secret)
+    url = "http://127.0.0.1:9/hook?token=abc&v=2"
+    created = await client.post("/v1/webhook_endpoints", json={"url": url}, headers=auth)
+    assert created.status_code == 201
+    endpoint = created.json()
+    assert endpoint["url"] == url  # the endpoint itself keeps its URL
+    path = f"/v1/webhook_endpoints/{endpoint['id']}"
+    moved = await client.patch(path, json={"url": "http://127.0.0.1:9/h?token=xyz"}, headers=auth)
+    assert moved.is_success
+
+    create, update = await trail(db, target_id=endpoint["id"])
+    assert create["changes"]["url"] == [
+        None,
+        "http://127.0.0.1:9/hook?token=[redacted]&v=[redacted]",
+    ]
+    assert update["changes"]["url"] == [
+        "http://127.0.0.1:9/hook?token=[redacted]&v=[redacted]",
+        "http://127.0.0.1:9/h?token=[redacted]",
+    ]
+    text = json.dumps([create, update])
+    assert "abc" not in text
+    assert "xyz" not in text

@@ -282,6 +282,16 @@ async def test_usage_errors_and_help(sqlite_cli: Cli) -> None:
         ),
         ({"COMMERCE_ENVIRONMENT": "production"}, (), "set COMMERCE_SECRET_KEY"),
         (
+            {"COMMERCE_CORS_ORIGINS": "https://*.shop.example"},
+            (),
+            "COMMERCE_CORS_ORIGINS: Value error, 'https://*.shop.example' has a wildcard",
+        ),
+        (
+            {"COMMERCE_CORS_ORIGINS": "https://shop.example:443"},
+            (),
+            "'https://shop.example:443' names https's default port",
+        ),
+        (
             {"COMMERCE_ENVIRONMENT": "production", "COMMERCE_SECRET_KEY": "k" * 40},
             ("--demo",),
             "--demo is for the sandbox",

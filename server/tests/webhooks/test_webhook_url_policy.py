@@ -21,6 +21,7 @@ from commerce_api.webhooks.url_policy import (
     UnsafeURL,
     check_url,
     is_public,
+    redact_query,
     resolve,
 )
 
@@ -399,3 +400,19 @@ def test_non_public_addresses_are_not_public(address: str) -> None:
 def test_reserved_ipv6_spellings_of_ipv4_are_not_public(address: str) -> None:
     assert ipaddress.ip_address(address).is_reserved
     assert not is_public(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize(
+    ("url", "redacted"),
+    [
+        ("https://example.com/hook?token=abc", "https://example.com/hook?token=[redacted]"),
+        (
+            "https://example.com/h?a=1&b=&c",
+            "https://example.com/h?a=[redacted]&b=[redacted]&[redacted]",
+        ),
+        ("https://example.com/hook", "https://example.com/hook"),
+        ("https://example.com/hook?", "https://example.com/hook?"),
+    ],
+)
+def test_redact_query_hides_every_query_value(url: str, redacted: str) -> None:
+    assert redact_query(url) == redacted

@@ -49,6 +49,7 @@ from commerce_api.orders.routes import router as orders_router
 from commerce_api.orders.webhooks import order_webhooks
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
+from commerce_api.storage.faults import log_failure
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from commerce_api.webhooks.routes import endpoints_router
 
@@ -103,8 +104,8 @@ async def _every(
     while not stop.is_set():
         try:
             await work()
-        except Exception:
-            logger.exception("%s failed; will retry", what)
+        except Exception as exc:
+            log_failure(logger, exc, "%s failed; will retry", what)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
 

@@ -1,7 +1,7 @@
-"""Issuing and revoking API keys, audited: ``accounts`` sits below the audit trail (every
-request authenticates through it), so the console and the CLI change keys through these,
-which call ``accounts.service`` and record the change in the same transaction. Never a
-secret or a key's hash in the trail: the role and the account only."""
+"""Creating accounts, issuing and revoking API keys, audited: ``accounts`` sits below the audit
+trail (every request authenticates through it), so the console and the CLI change accounts and
+keys through these, which call ``accounts.service`` and record the change in the same
+transaction. Never a secret or a key's hash in the trail: the role and the account only."""
 
 from __future__ import annotations
 
@@ -11,7 +11,18 @@ from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal, Role
 from commerce_api.audit.service import actor_of, created, record
 from commerce_api.core.timestamps import format_timestamp, utcnow
-from commerce_api.settings import Environment
+from commerce_api.settings import Environment, Tier
+
+
+async def create_account(
+    conn: AsyncConnection, principal: Principal | None, name: str, tier: Tier = "development"
+) -> str:
+    """``accounts.service.create_account``, audited as ``account.create`` by ``principal``
+    (None: the CLI)."""
+    account_id = await accounts.create_account(conn, name, tier)
+    changes = created({"name": name, "tier": tier})
+    await record(conn, actor_of(principal), "account.create", ("account", account_id), changes)
+    return account_id
 
 
 async def create_key(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from commerce_api.catalog.import_rules import FIELDS, ID, FieldError, csv_value
+from commerce_api.core.spreadsheet import restore_cell
 
 
 class InvalidImport(ValueError):
@@ -113,7 +114,8 @@ def _csv_record(line: int, header: list[str], row: list[str]) -> dict[str, Any]:
         if column == ID and not value.strip():
             continue
         try:
-            record[column] = csv_value(column, value)
+            # restore_cell undoes the apostrophe our export puts before a formula's first character
+            record[column] = csv_value(column, restore_cell(value))
         except FieldError as problem:
             raise InvalidImport(f"line {line}, column {column}: {problem.problem}") from None
     return record

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from commerce_api.accounts.service import Principal
+from commerce_api.audit import service as audit
 from commerce_api.console import repository
 from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.db import Database
@@ -64,12 +65,14 @@ def new_sign_in_token() -> str:
 
 
 async def start_session(db: Database, key_id: str, idle_seconds: int) -> str:
-    """A new session for ``key_id``; its token (for the cookie only). Clears idle sessions."""
+    """A new session for ``key_id``, audited (``key.sign_in``); its token (for the cookie
+    only). Clears idle sessions."""
     token = secrets.token_urlsafe(32)
     now = utcnow()
     async with db.write() as conn:
         await repository.delete_idle_sessions(conn, now - timedelta(seconds=idle_seconds))
         await repository.insert_session(conn, token_hash=hash_token(token), key_id=key_id, now=now)
+        await audit.record(conn, audit.Actor("key", key_id), "key.sign_in", ("key", key_id))
     return token
 
 
@@ -97,3 +100,11 @@ async def resume_session(db: Database, token: str, idle_seconds: int) -> Console
 async def end_session(db: Database, token: str) -> None:
     async with db.write() as conn:
         await repository.delete_session(conn, hash_token(token))
+
+
+async def sign_out(db: Database, token: str, key_id: str) -> None:
+    """End the session of ``token`` at its operator's request, audited (``key.sign_out``; a
+    session that ends by itself, idle or its key revoked, is not a sign-out)."""
+    async with db.write() as conn:
+        await repository.delete_session(conn, hash_token(token))
+        await audit.record(conn, audit.Actor("key", key_id), "key.sign_out", ("key", key_id))

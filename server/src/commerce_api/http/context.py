@@ -76,3 +76,10 @@ def context(scope: Scope) -> RequestContext:
     if found is None:
         found = scope[_SCOPE_KEY] = RequestContext(new_request_id())
     return found
+
+
+def client_address(scope: Scope) -> str:
+    """The request's client address (with trusted proxies, the one they forward); empty when
+    the server gave none."""
+    client = scope.get("client")
+    return str(client[0]) if client else ""

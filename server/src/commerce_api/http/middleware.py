@@ -32,8 +32,9 @@ from commerce_api.core.errors import (
     error_body,
     server_error,
 )
-from commerce_api.http.context import context
+from commerce_api.http.context import client_address, context
 from commerce_api.observability import metrics
+from commerce_api.observability.refusals import REFUSALS
 from commerce_api.storage.deadlines import causes, is_database_timeout, is_database_unavailable
 
 logger = logging.getLogger("commerce_api")
@@ -122,8 +123,10 @@ def unexpected_failure(
     return 500, server_error(request_id), []
 
 
-def _too_large_body() -> bytes:
-    return error_body("invalid_request", "payload_too_large", BodyTooLarge().detail, "body")
+async def _refuse_too_large(scope: Scope, send: Send) -> None:
+    REFUSALS.refused("payload_too_large", 413, client_address(scope))
+    body = error_body("invalid_request", "payload_too_large", BodyTooLarge().detail, "body")
+    await send_json(send, 413, body, [(b"connection", b"close")])
 
 
 class ErrorGuardMiddleware:
@@ -154,7 +157,7 @@ class ErrorGuardMiddleware:
             await send_json(send, 400, body, [])
             return
         if declared is not None and declared > MAX_BODY_BYTES:
-            await send_json(send, 413, _too_large_body(), [(b"connection", b"close")])
+            await _refuse_too_large(scope, send)
             return
 
         received = 0
@@ -172,7 +175,7 @@ class ErrorGuardMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not response_started:
-                await send_json(send, 413, _too_large_body(), [(b"connection", b"close")])
+                await _refuse_too_large(scope, send)
         except ClientDisconnect:
             # The client hung up before its body arrived: not a server error. The answer,
             # which reaches no one, is nginx's 499 "client closed request", so that metrics and
@@ -304,15 +307,16 @@ class ServerGuardMiddleware:
         # The path as sent (served over RSGI, the decoded one: app/rsgi.py).
         head = len(scope.get("raw_path") or scope["path"]) + len(scope.get("query_string") or b"")
         head += sum([len(name) + len(value) for name, value in scope["headers"]])
+        address = client_address(scope)
         if head + _HEADER_LINE_OVERHEAD * len(scope["headers"]) > self.max_header_bytes:
+            REFUSALS.refused("header_too_large", HEADERS_TOO_LARGE, address)
             closing = [(b"connection", b"close")]
             await self._refuse(scope, send, HEADERS_TOO_LARGE, self._headers_too_large(), closing)
             return
-        client = scope.get("client")
-        address = client[0] if client else ""
         in_flight = self.in_flight
         count = in_flight.get(address, 0)
         if count >= self.max_requests_per_client:
+            REFUSALS.refused("server_busy", 503, address)
             retry = [(b"retry-after", str(BUSY_RETRY_AFTER_SECONDS).encode())]
             await self._refuse(scope, send, 503, self._client_busy(), retry)
             return
@@ -362,6 +366,7 @@ class ServerGuardMiddleware:
         with contextlib.suppress(BodyTimedOut):
             await self.app(scope, timed_receive, guarded_send)
         if timed_out and not started:
+            REFUSALS.refused("request_timeout", REQUEST_TIMEOUT, client_address(scope))
             message = f"The request body did not arrive within {self.body_timeout:g} seconds."
             body = error_body("invalid_request", "request_timeout", message, "body")
             await self._refuse(scope, send, REQUEST_TIMEOUT, body, [(b"connection", b"close")])

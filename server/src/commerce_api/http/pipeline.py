@@ -10,7 +10,7 @@ each concern:
 - the rate limit: the request counted against its quota once (:meth:`Pipeline.admit`), a 429
   when it is over, the ``X-RateLimit-*`` headers on every answer;
 - the headers every answer carries (:meth:`Pipeline.headers`: the rate-limit headers, the
-  request id, ``nosniff``);
+  request id, ``nosniff``, HSTS in production);
 - metrics and the request log (:meth:`Pipeline.observe`, labelled by route template): one note
   per answer, handed to both in batches (:class:`RequestObserver`);
 - the request head as a path that answers before the routes reads it (:func:`request_headers`
@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from commerce_api.accounts.service import Principal
 from commerce_api.core import tracing
 from commerce_api.core.errors import APIError, error_body, unauthorized
-from commerce_api.http.context import RequestContext, context
+from commerce_api.http.context import RequestContext, client_address, context
 from commerce_api.http.services import Authenticator, RequestServices
 from commerce_api.observability import AnsweredRequest
 from commerce_api.observability.access import AccessLog
@@ -46,7 +46,7 @@ from commerce_api.observability.metrics import (
     RequestMetrics,
     flush_before_scrape,
 )
-from commerce_api.settings import Tier
+from commerce_api.settings import Settings, Tier
 
 if TYPE_CHECKING:
     from commerce_api.http.routing import MethodIndex
@@ -54,6 +54,17 @@ if TYPE_CHECKING:
 # For the operator's infrastructure: not counted against any quota.
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
 JSON_HEADER = (b"content-type", b"application/json")
+
+
+def common_headers(settings: Settings) -> list[tuple[bytes, bytes]]:
+    """The same on every answer: ``nosniff``, so that no browser reads a JSON body as another
+    type; in production, HSTS (``COMMERCE_HSTS_MAX_AGE_SECONDS``), so that a browser that has
+    reached the service over HTTPS never tries plain HTTP again."""
+    headers = [(b"x-content-type-options", b"nosniff")]
+    if settings.environment == "production":
+        max_age = f"max-age={settings.hsts_max_age_seconds}".encode()
+        headers.append((b"strict-transport-security", max_age))
+    return headers
 
 
 async def authenticate(
@@ -240,6 +251,7 @@ class Pipeline:
         self.limiting = services.settings.rate_limit_enabled
         self.observer = observer
         self.routes = routes
+        self.common_headers = common_headers(services.settings)
 
     async def admit(self, scope: Scope, ctx: RequestContext) -> bool:
         """Count the request against its quota, once: its key's account (or the key), else its
@@ -254,7 +266,12 @@ class Pipeline:
                     principal = await authenticate(self.read_path, ctx, authorization_header(scope))
                 except Exception:
                     principal = None
-            ctx.decision = await self.limiter.check(*quota(principal, scope))
+            if principal is not None and principal.role == "publishable":
+                ctx.decision = await self.limiter.check_publishable(
+                    principal.key_id, client_address(scope)
+                )
+            else:
+                ctx.decision = await self.limiter.check(*quota(principal, scope))
         return ctx.decision.allowed
 
     def exempt(self, path: str) -> bool:
@@ -266,23 +283,14 @@ class Pipeline:
         decision = ctx.decision
         assert decision is not None
         (REJECTED_KEY if ctx.principal is not None else REJECTED_IP).inc()
-        return error_body(
-            "rate_limited",
-            "quota_exceeded",
-            f"Rate limit of {decision.limit} requests per window exceeded. Retry after "
-            f"{decision.retry_after} seconds (see the Retry-After header).",
-            "X-RateLimit-Limit",
-        )
+        return error_body("rate_limited", "quota_exceeded", *decision.refusal())
 
-    @staticmethod
-    def headers(ctx: RequestContext) -> list[tuple[bytes, bytes]]:
+    def headers(self, ctx: RequestContext) -> list[tuple[bytes, bytes]]:
         """The headers of every answer, after its own: the rate limit's, the request id, and
-        ``nosniff`` so that no browser reads a JSON body as another type."""
+        the :func:`common_headers`."""
         headers = [] if ctx.decision is None else ctx.decision.headers()
-        headers += [
-            (b"x-request-id", ctx.request_id.encode()),
-            (b"x-content-type-options", b"nosniff"),
-        ]
+        headers.append((b"x-request-id", ctx.request_id.encode()))
+        headers += self.common_headers
         return headers
 
     async def answer(
@@ -324,12 +332,12 @@ class Pipeline:
 
 
 def quota(principal: Principal | None, scope: Scope) -> tuple[str, Tier]:
-    """What a request is counted against: its key's account (or the key, for an admin key
-    without one) at the key's tier; without a valid key, its IP at the development tier."""
+    """What a request without a publishable key is counted against: its key's account (or the
+    key, for an admin key without one) at the key's tier; without a valid key, its IP at the
+    development tier."""
     if principal is not None:
         return principal.account_id or principal.key_id, principal.tier
-    client = scope.get("client")
-    return f"ip:{client[0] if client else '-'}", "development"
+    return f"ip:{client_address(scope)}", "development"
 
 
 def route_template(scope: Scope, routes: MethodIndex) -> str:

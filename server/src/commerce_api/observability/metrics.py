@@ -35,6 +35,7 @@ from commerce_api.core.timestamps import utcnow
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE, AnsweredRequest
 from commerce_api.observability.batching import Batch
 from commerce_api.storage.db import Database
+from commerce_api.storage.faults import log_failure
 from commerce_api.storage.tables import webhook_deliveries
 
 logger = logging.getLogger("commerce_api.metrics")
@@ -70,6 +71,12 @@ RATE_LIMIT_STORE_ERRORS = Counter(
 STORAGE_FULL_ERRORS = Counter(
     "commerce_storage_full_errors",
     "Requests answered 503 because the database's disk (or PostgreSQL's) was full.",
+)
+HTTP_REFUSALS = Counter(
+    "commerce_http_refusals",
+    "Requests refused at the edge of the app, by reason: server_busy (503), request_timeout "
+    "(408), payload_too_large (413), header_too_large (431).",
+    ["reason"],
 )
 WEBHOOK_DELIVERIES = Counter(
     "commerce_webhook_delivery_attempts",
@@ -217,9 +224,9 @@ async def render(db: Database) -> bytes:
     """The exposition text for one scrape."""
     try:
         outbox: OutboxStats | None = await outbox_stats(db)
-    except Exception:
+    except Exception as exc:
         # The rest of the metrics are most wanted exactly when the database is in trouble.
-        logger.warning("could not read the webhook outbox for /metrics", exc_info=True)
+        log_failure(logger, exc, "could not read the webhook outbox for /metrics")
         outbox = None
     for batch in list(_UNCOUNTED):
         batch.flush()  # this process's latest requests, before they are read

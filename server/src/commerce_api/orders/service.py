@@ -270,7 +270,8 @@ async def _transition(
     changes: dict[str, list[Any]] = {"status": [order.status, target.value]}
     if tracking is not None:
         changes["tracking"] = [None, tracking.model_dump()]
-    await audit.record(conn, actor, f"order.{action.value}", ("order", order.id), changes)
+    audited: audit.Action = "order.fulfill" if action is OrderAction.FULFILL else "order.cancel"
+    await audit.record(conn, actor, audited, ("order", order.id), changes)
     rendered = await _rendered(conn, order.id)
     await record_event(
         conn, account_id=order.account_id, type=EVENT_FOR_STATUS[target], data=rendered

@@ -6,7 +6,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import NamedTuple, get_args
+from typing import Literal, NamedTuple, get_args
 
 from commerce_api.observability.metrics import RATE_LIMIT_STORE_ERRORS
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore
@@ -19,6 +19,19 @@ logger = logging.getLogger("commerce_api.ratelimit")
 STORE_RETRY_SECONDS = 5.0
 
 
+LimitName = Literal["quota", "publishable_key", "publishable_client"]
+"""Which limit a decision is about: the account's quota (or a client IP's, without a valid
+key), or one of a publishable key's own two (docs/design.md, "Rate limits")."""
+
+
+# Each limit as a 429 names it: in its message, and in ``details``.
+_LIMITS: dict[LimitName, tuple[str, str]] = {
+    "quota": ("for this account (or, without a valid key, this address)", "X-RateLimit-Limit"),
+    "publishable_key": ("for this publishable key", "publishable_key"),
+    "publishable_client": ("for this publishable key from this address", "publishable_client"),
+}
+
+
 class Decision(NamedTuple):
     """The limiter's answer for one request (a tuple: one is made per request)."""
 
@@ -26,10 +39,20 @@ class Decision(NamedTuple):
     remaining: int
     reset: int  # Unix time, seconds, when the window resets
     retry_after: int | None  # seconds; set when the request is refused
+    limit_name: LimitName = "quota"
 
     @property
     def allowed(self) -> bool:
         return self.retry_after is None
+
+    def refusal(self) -> tuple[str, str]:
+        """A refused request's 429 message and ``details``, naming the limit it met."""
+        which, details = _LIMITS[self.limit_name]
+        message = (
+            f"Rate limit of {self.limit} requests per window {which} exceeded. Retry after "
+            f"{self.retry_after} seconds (see the Retry-After header)."
+        )
+        return message, details
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         headers = [
@@ -53,6 +76,8 @@ class RateLimiter:
         self.settings = settings
         self._window = settings.rate_limit_window_seconds
         self._limits = {tier: settings.rate_limit_for(tier) for tier in get_args(Tier)}
+        self._publishable_per_key = settings.rate_limit_publishable_per_key
+        self._publishable_per_client = settings.rate_limit_publishable_per_client
         self.store = store
         self.clock = clock
         self.store_errors = 0
@@ -61,8 +86,25 @@ class RateLimiter:
 
     async def check(self, key: str, tier: Tier) -> Decision:
         """Count one request for ``key`` (``acct_…``, ``key_…`` or ``ip:…``) and decide."""
+        return await self._count(key, self._limits[tier], "quota")
+
+    async def check_publishable(self, key_id: str, client: str) -> Decision:
+        """Count one request with the publishable key ``key_id`` from the address ``client``,
+        apart from any account's quota: against the key's bucket from that address, then (if
+        admitted there) the key's own bucket. The answer is the refusing one, else the one
+        with fewer requests left."""
+        per_client = await self._count(
+            f"pk:{key_id}:ip:{client}", self._publishable_per_client, "publishable_client"
+        )
+        if not per_client.allowed:
+            return per_client  # a flooding address never drains the key's own bucket
+        per_key = await self._count(f"pk:{key_id}", self._publishable_per_key, "publishable_key")
+        if not per_key.allowed or per_key.remaining < per_client.remaining:
+            return per_key
+        return per_client
+
+    async def _count(self, key: str, limit: int, name: LimitName) -> Decision:
         window = self._window
-        limit = self._limits[tier]
         now = self.clock()
         window_start = int(now) - int(now) % window
         reset = window_start + window
@@ -77,8 +119,8 @@ class RateLimiter:
             RATE_LIMIT_STORE_ERRORS.inc()
             count = await self._fallback.hit(key, window_start, window, limit)
         if count > limit:
-            return Decision(limit, 0, reset, retry_after=max(1, math.ceil(reset - now)))
-        return Decision(limit, limit - count, reset, retry_after=None)
+            return Decision(limit, 0, reset, max(1, math.ceil(reset - now)), name)
+        return Decision(limit, limit - count, reset, None, name)
 
     def _store_failed(self, exc: Exception) -> None:
         """Count in this process for a while instead of paying a timeout on every request."""

@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.coalescing import Rounds
 from commerce_api.storage.db import CHANGED, Database, Executor
-from commerce_api.storage.deadlines import is_database_timeout, is_database_unavailable
+from commerce_api.storage.faults import log_failure
 from commerce_api.storage.heartbeat import Heartbeat
 from commerce_api.storage.instance import set_value
 
@@ -203,8 +203,8 @@ class SQLiteTracker:
             stamps = dict(self._conn.execute(_SELECT_STAMPS).fetchall())
         except sqlite3.ProgrammingError:
             raise
-        except sqlite3.Error:
-            logger.exception("could not read the change stamps")
+        except sqlite3.Error as exc:
+            log_failure(logger, exc, "could not read the change stamps")
             return None
         self._versions = Versions(stamps.get(AUTH), stamps.get(CATALOG), data_version)
         self._data_version = data_version
@@ -265,8 +265,8 @@ class PostgresTracker:
             return tracker
         try:
             await tracker._listen()
-        except Exception:
-            logger.exception("could not listen for changes; reading the stamps per request")
+        except Exception as exc:
+            log_failure(logger, exc, "could not listen for changes; reading the stamps per request")
             tracker._start_reconnect()
         return tracker
 
@@ -349,10 +349,7 @@ class PostgresTracker:
         try:
             versions, _ = await self._rounds.join(None)
         except Exception as exc:
-            if is_database_unavailable(exc) or is_database_timeout(exc):  # one line, no traceback
-                logger.warning("could not read the change stamps: database unavailable")
-            else:
-                logger.exception("could not read the change stamps")
+            log_failure(logger, exc, "could not read the change stamps")
             return None
         if not self.listening:
             return versions

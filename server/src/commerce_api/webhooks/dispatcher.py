@@ -34,6 +34,7 @@ from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_out
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
+from commerce_api.storage.faults import log_failure
 from commerce_api.storage.group_commit import GroupCommit
 from commerce_api.webhooks.policy import (
     GONE_REASON,
@@ -199,8 +200,8 @@ class Dispatcher:
     async def _claim_safely(self, limit: int) -> list[Claim]:
         try:
             return await self._claim(limit)
-        except Exception:
-            logger.exception("webhook dispatcher could not claim deliveries; retrying")
+        except Exception as exc:
+            log_failure(logger, exc, "webhook dispatcher could not claim deliveries; retrying")
             return []
 
     async def _release(self) -> None:
@@ -213,9 +214,9 @@ class Dispatcher:
         event_id, endpoint_id = delivery.event_id, delivery.endpoint_id
         try:
             await self._attempt_one(claim)
-        except Exception:
+        except Exception as exc:
             # The claim lapses and the delivery is retried; nothing is lost.
-            logger.exception("delivery of %s to %s failed unexpectedly", event_id, endpoint_id)
+            log_failure(logger, exc, "delivery of %s to %s failed", event_id, endpoint_id)
         finally:
             self._busy[delivery.account_id] -= 1
             if not self._busy[delivery.account_id]:

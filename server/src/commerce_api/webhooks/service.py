@@ -19,7 +19,7 @@ from commerce_api.storage.db import Database
 from commerce_api.webhooks.repository import endpoints, outbox
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from commerce_api.webhooks.signing import new_secret
-from commerce_api.webhooks.url_policy import UnsafeURL, resolve
+from commerce_api.webhooks.url_policy import UnsafeURL, redact_query, resolve
 
 # After a rotation the old secret keeps signing (beside the new one) this long.
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -73,10 +73,19 @@ def _audited(row: Any) -> dict[str, Any]:
     }
 
 
+def _redacted(changes: audit.Changes) -> audit.Changes:
+    """``changes`` with the query string of its receiver URLs redacted: a receiver's token
+    there (``?token=…``) is a secret, and the trail outlives the endpoint."""
+    if "url" not in changes:
+        return changes
+    urls = [None if url is None else redact_query(url) for url in changes["url"]]
+    return {**changes, "url": urls}
+
+
 async def _record(
     conn: AsyncConnection,
     principal: Principal,
-    action: str,
+    action: audit.Action,
     endpoint_id: str,
     changes: audit.Changes | None = None,
 ) -> None:
@@ -160,7 +169,8 @@ async def create_endpoint(
         },
     )
     row = await _get(conn, account_id, endpoint_id)
-    await _record(conn, principal, "endpoint.create", endpoint_id, audit.created(_audited(row)))
+    created = _redacted(audit.created(_audited(row)))
+    await _record(conn, principal, "endpoint.create", endpoint_id, created)
     return {**render_endpoint(row), "secret": secret}
 
 
@@ -209,8 +219,8 @@ async def update_endpoint(
     row = await _get(conn, account_id, endpoint_id)
     if changed := audit.changed(before, _audited(row)):
         reenabled = changed.get("enabled") == [False, True]
-        action = "endpoint.reenable" if reenabled else "endpoint.update"
-        await _record(conn, principal, action, endpoint_id, changed)
+        action: audit.Action = "endpoint.reenable" if reenabled else "endpoint.update"
+        await _record(conn, principal, action, endpoint_id, _redacted(changed))
     return render_endpoint(row)
 
 

@@ -1,12 +1,12 @@
 """Which receiver URLs the service may call.
 
 Unless the operator opts in (``COMMERCE_WEBHOOK_ALLOW_PRIVATE_URLS=true``, which ``serve --demo``
-sets), in every environment, a receiver must be ``https`` and
-every address its host stands for must be public: no loopback, private, link-local, shared,
-multicast, reserved or unspecified address, in any spelling (``0x7f000001``, ``2130706433``,
-``127.1``, ``[::ffff:127.0.0.1]``). IP literals are judged at registration; host names are
-resolved at registration and again at every delivery, and the delivery connects to the very
-address that was checked (so a DNS answer that changes in between cannot redirect it).
+sets), in every environment, a receiver must be ``https`` and every address its host stands for
+must be public: in none of the blocks of ``address_blocks.REFUSED_BLOCKS`` (IANA's
+special-purpose registries), in any spelling (``0x7f000001``, ``2130706433``, ``127.1``,
+``[::ffff:127.0.0.1]``, ``[64:ff9b::7f00:1]``). IP literals are judged at registration; host
+names are resolved at registration and again at every delivery, and the delivery connects to
+the very address that was checked (so a DNS answer that changes in between cannot redirect it).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import asyncio
 import ipaddress
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
+
+from commerce_api.webhooks.address_blocks import refused_block
 
 MAX_URL_LENGTH = 2048
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -47,16 +49,22 @@ def _literal_address(host: str) -> IPAddress | None:
         return None
 
 
+# The IPv6 spellings of an IPv4 address, judged by the address they embed.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv4-mapped, 6to4 or NAT64 (well-known prefix) address reaches."""
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.ipv4_mapped or address.sixtofour
+
+
 def is_public(address: IPAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address):
-        for embedded in (address.ipv4_mapped, address.sixtofour):
-            if embedded is not None:
-                return is_public(embedded)
-        if address.teredo is not None:
-            return False
-    # is_reserved also catches IPv6 spellings of IPv4 that is_global lets through
-    # (IPv4-compatible ::7f00:1, IPv4-translated ::ffff:0:7f00:1).
-    return address.is_global and not address.is_multicast and not address.is_reserved
+    """Whether a receiver may be at ``address``: in no block of ``address_blocks``."""
+    if isinstance(address, ipaddress.IPv6Address) and (v4 := embedded_ipv4(address)) is not None:
+        return is_public(v4)
+    return refused_block(address) is None
 
 
 def check_url(url: str, *, allow_private: bool) -> str:
@@ -115,3 +123,19 @@ async def resolve(url: str, *, allow_private: bool) -> Target:
         # Which address is not said: the answer would map the operator's network for a caller.
         raise UnsafeURL(f"host {host!r} resolves to a non-public address")
     return Target(url, host, str(addresses[0]))
+
+
+REDACTED = "[redacted]"
+
+
+def redact_query(url: str) -> str:
+    """``url`` with each query parameter's value replaced by ``[redacted]`` (its name kept; a
+    parameter without ``=`` is redacted whole): ``?token=abc`` → ``?token=[redacted]``."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    params = [
+        f"{name}={REDACTED}" if sep else (REDACTED if name else "")
+        for name, sep, _ in (param.partition("=") for param in parts.query.split("&"))
+    ]
+    return urlunsplit(parts._replace(query="&".join(params)))

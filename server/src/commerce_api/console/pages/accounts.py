@@ -37,7 +37,7 @@ async def accounts_page(request: Request, services: ServicesDep, _session: Sessi
 MAX_ACCOUNT_NAME = 200
 
 
-async def create_account(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+async def create_account(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     form = await request.form()
     name = form_text(form, "name")
     tier: Tier = "production" if form_text(form, "tier") == "production" else "development"
@@ -45,7 +45,7 @@ async def create_account(request: Request, services: ServicesDep, _session: Sess
         error = f"An account needs a name of 1 to {MAX_ACCOUNT_NAME} characters."
         return await _accounts_page(request, services, {"error": error}, 400)
     async with services.db.write() as conn:
-        await accounts.create_account(conn, name, tier)
+        await audited_keys.create_account(conn, session.principal, name, tier)
     return redirect(f"{PREFIX}/accounts", "account-created")
 
 

@@ -12,14 +12,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import StreamingResponse
 
+from commerce_api.core.spreadsheet import neutralise_cell
 from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.db import Database
 
 EXPORT_CHUNK = 500
 """Rows read (and sent) at a time."""
-
-# A cell starting with one of these is a formula to a spreadsheet (OWASP's "CSV injection").
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 CsvRow = Sequence[object]
 # Reads the rows after a cursor (None: from the start), at most ``limit``; answers their CSV
@@ -27,15 +25,11 @@ CsvRow = Sequence[object]
 ChunkReader = Callable[[AsyncConnection, Any, int], Awaitable[tuple[list[CsvRow], Any]]]
 
 
-def spreadsheet_safe(value: str) -> str:
-    """``value`` as a cell a spreadsheet shows as text, never runs (a leading ``'``)."""
-    return "'" + value if value.startswith(_FORMULA_STARTS) else value
-
-
 def csv_text(rows: Iterable[CsvRow]) -> str:
-    """Rows as CSV (RFC 4180: CRLF, fields quoted when they hold a comma, quote or newline)."""
+    """Rows as CSV (RFC 4180: CRLF, fields quoted when they hold a comma, quote or newline),
+    every cell neutralised against formulas (``core.spreadsheet``)."""
     buffer = io.StringIO()
-    csv.writer(buffer).writerows(rows)
+    csv.writer(buffer).writerows([neutralise_cell(cell) for cell in row] for row in rows)
     return buffer.getvalue()
 
 

@@ -176,12 +176,11 @@ def _total(order: Mapping[str, Any]) -> str:
 
 def _csv_row(order: Mapping[str, Any]) -> exports.CsvRow:
     units = sum(line["quantity"] for line in order["items"])
-    customer = exports.spreadsheet_safe(order["customer_id"])
     return (
         order["id"],
         order["created_at"],
         order["status"],
-        customer,
+        order["customer_id"],
         _total(order),
         order["currency"],
         units,

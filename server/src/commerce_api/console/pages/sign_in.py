@@ -85,9 +85,9 @@ async def sign_in(request: Request, services: ServicesDep) -> Response:
     return response
 
 
-async def sign_out(request: Request, services: ServicesDep, _session: SessionDep) -> Response:
+async def sign_out(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     token = request.cookies.get(sessions.SESSION_COOKIE, "")
-    await sessions.end_session(services.db, token)
+    await sessions.sign_out(services.db, token, session.principal.key_id)
     response = redirect(SIGN_IN_URL, "signed-out")
     clear_cookie(response, request, sessions.SESSION_COOKIE)
     return response
