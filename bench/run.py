@@ -309,12 +309,11 @@ def measure_side_by_side(targets: list[Target], args: argparse.Namespace, **plac
 async def prepare(database_url: str, products: int, revision: str = "head") -> tuple[str, str]:
     """Migrate (to ``revision``: see :func:`shared_revision`), load the catalogue, return
     (client key, a product id)."""
-    from sqlalchemy import column, table
-
     from commerce_api.accounts import service as accounts
     from commerce_api.core.ids import new_id
     from commerce_api.core.timestamps import utcnow
     from commerce_api.storage.db import Database
+    from commerce_api.storage.tables import products as products_table
 
     db = Database(database_url)
     await migrate(db, revision)
@@ -334,10 +333,9 @@ async def prepare(database_url: str, products: int, revision: str = "head") -> t
     ]
     # The columns every schema since the first has (the database may be at the baseline's
     # revision, before products.change_seq): each serve's index is built from the rows alike.
-    columns = table("products", *(column(name) for name in rows[0]))
     async with db.write() as conn:
         for start in range(0, len(rows), 5000):
-            await conn.execute(columns.insert(), rows[start : start + 5000])
+            await conn.execute(products_table.insert(), rows[start : start + 5000])
         account = await accounts.create_account(conn, "Benchmark", "production")
         key = await accounts.create_key(conn, "sandbox", account_id=account)
     await db.dispose()
@@ -718,7 +716,7 @@ def bench_flash_sale(backend: str, args: argparse.Namespace, work: Path) -> list
 
 async def flash_sale_products(database_url: str) -> tuple[list[str], str]:
     """The catalogue's product ids, and a new product with ``SELL_OUT_UNITS`` in stock."""
-    from sqlalchemy import column, select, table
+    from sqlalchemy import select
 
     from commerce_api.core.ids import new_id
     from commerce_api.core.timestamps import utcnow
@@ -740,8 +738,7 @@ async def flash_sale_products(database_url: str) -> tuple[list[str], str]:
             "created_at": now,
             "updated_at": now,
         }
-        # Every schema's columns (see ``prepare``).
-        await conn.execute(table("products", *(column(name) for name in row)).insert(), [row])
+        await conn.execute(products.insert(), [row])  # every schema's columns (``prepare``)
     await db.dispose()
     return ids, sell_out_id
 

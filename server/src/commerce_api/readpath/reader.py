@@ -420,6 +420,12 @@ async def key_columns_postgresql(conn: asyncpg.Connection) -> AsyncIterator[KeyC
             after = (created[-1], ids[-1])
 
 
+def _sqlite_micros(moment: datetime) -> int:
+    """``micros`` of a timestamp as SQLite stores it: UTC without a zone as the engine writes
+    it (``UTCDateTime``), or with the zone a hand-written row may carry."""
+    return (moment - (_NAIVE_EPOCH if moment.tzinfo is None else _EPOCH)) // _MICROSECOND
+
+
 async def key_columns_sqlite(path: str) -> AsyncIterator[KeyColumns]:
     """Every active product's ``KeyColumns`` in list order, a partition at a time, from one
     statement (one read snapshot); the event loop gets control back between partitions."""
@@ -430,7 +436,7 @@ async def key_columns_sqlite(path: str) -> AsyncIterator[KeyColumns]:
         cursor = conn.execute(KEYS_SQLITE)
         while rows := cursor.fetchmany(KEY_PARTITION):
             ids, names, prices, categories, texts = zip(*rows, strict=True)
-            created = [(parse(text) - _NAIVE_EPOCH) // _MICROSECOND for text in texts]
+            created = [_sqlite_micros(parse(text)) for text in texts]
             yield KeyColumns(ids, names, prices, categories, created)
             await asyncio.sleep(0)
     finally:
