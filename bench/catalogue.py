@@ -62,13 +62,13 @@ from run import (
     REDIS_URL,
     RESULTS,
     Run,
-    _run_process,
-    _with_children,
     baseline_commit,
     bench_database,
     free_port,
     pinned,
     postgres_and_redis_available,
+    run_process,
+    with_children,
     wrk,
 )
 
@@ -202,7 +202,7 @@ def worker_rss_mb(pid: int) -> float:
     """The RSS of granian's worker (the largest of the server's children; the server itself
     if it has none)."""
     sizes = []
-    for each in _with_children(pid)[1:] or [pid]:
+    for each in with_children(pid)[1:] or [pid]:
         with contextlib.suppress(OSError):
             status = Path(f"/proc/{each}/status").read_text()
             match = re.search(r"VmRSS:\s+(\d+) kB", status)
@@ -444,7 +444,7 @@ def measure_side(
     print(f"   {side.label}: serve", flush=True)
     with tempfile.TemporaryFile() as log:
         started = time.monotonic()
-        with contextmanager(_run_process)(serve, env, port, log) as pid:
+        with contextmanager(run_process)(serve, env, port, log) as pid:
             figures["start"] = wait_for_start(base, read, started, products)
             targets, ids = list_targets(base, read, products, EDITS_PER_SECOND * args.duration)
             middle = products // 2
@@ -545,7 +545,7 @@ def slow_callbacks(
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     debug_env = {**env, "PYTHONPATH": str(site)}
     log_path = args.work / "debug-serve.log"
-    with log_path.open("wb") as log, contextmanager(_run_process)(serve, debug_env, port, log):
+    with log_path.open("wb") as log, contextmanager(run_process)(serve, debug_env, port, log):
         wait_for_start(base, read, time.monotonic(), products)
         mark = os.fstat(log.fileno()).st_size  # the log from here on: the edits'
         edits = asyncio.run(edit_and_watch(base, read, admin, targets, args.duration, 3))

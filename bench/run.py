@@ -163,7 +163,7 @@ def pinned(cpu: int, command: list[str]) -> list[str]:
     return command
 
 
-def _with_children(pid: int) -> list[int]:
+def with_children(pid: int) -> list[int]:
     """A process and its children (granian runs each worker in a child process)."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
     return [pid, *(int(p) for p in children.read_text().split())] if children.exists() else [pid]
@@ -172,7 +172,7 @@ def _with_children(pid: int) -> list[int]:
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of a process and its children."""
     total = 0.0
-    for each in _with_children(pid):
+    for each in with_children(pid):
         with contextlib.suppress(OSError):
             fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -182,7 +182,7 @@ def cpu_seconds(pid: int) -> float:
 def rss_mb(pid: int) -> float:
     """Resident memory of a process and its children, in MB."""
     total = 0
-    for each in _with_children(pid):
+    for each in with_children(pid):
         status = Path(f"/proc/{each}/status")
         if status.exists():
             match = re.search(r"VmRSS:\s+(\d+) kB", status.read_text())
@@ -193,10 +193,10 @@ def rss_mb(pid: int) -> float:
 @contextmanager
 def process(command: list[str], env: dict[str, str], port: int) -> Iterator[int]:
     with tempfile.TemporaryFile() as log:
-        yield from _run_process(command, env, port, log)
+        yield from run_process(command, env, port, log)
 
 
-def _run_process(command: list[str], env: dict[str, str], port: int, log: Any) -> Iterator[int]:
+def run_process(command: list[str], env: dict[str, str], port: int, log: Any) -> Iterator[int]:
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)  # noqa: S603
     try:
         deadline = time.monotonic() + 60

@@ -11,7 +11,8 @@ import orjson
 from commerce_api.catalog import repository
 from commerce_api.catalog.service import list_item, product_detail
 from commerce_api.core.ids import new_id
-from commerce_api.readpath import reader
+from commerce_api.readpath import statements
+from commerce_api.readpath.rows import ListRow, micros
 from commerce_api.readpath.service import ReadPath
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import UTCDateTime
@@ -27,12 +28,12 @@ def selected(names: tuple[str, ...]) -> str:
 
 
 def test_the_hot_path_sql_is_the_catalogue_statements_compiled() -> None:
-    assert reader.PRODUCT_SQLITE == (
+    assert statements.PRODUCT_SQLITE == (
         "SELECT products.id, products.name, products.description, products.price_minor, "
         "products.category, products.created_at, products.inventory_count, products.updated_at "
         "\nFROM products \nWHERE products.id = ? AND products.archived_at IS NULL"
     )
-    batch, keys = reader.PRODUCTS_POSTGRESQL, reader.KEYS_SQLITE
+    batch, keys = statements.PRODUCTS_POSTGRESQL, statements.KEYS_SQLITE
     assert batch == (
         selected(DETAIL_NAMES)
         + "WHERE products.id = ANY ($1::TEXT[]) AND products.archived_at IS NULL"
@@ -45,7 +46,7 @@ def test_the_hot_path_sql_is_the_catalogue_statements_compiled() -> None:
 
 def test_the_sqlite_list_row_has_the_declared_list_columns() -> None:
     # list_rows_sqlite builds ListRow positionally and converts the one timestamp, row[5].
-    assert reader.ListRow._fields == LIST_NAMES
+    assert ListRow._fields == LIST_NAMES
     timestamps = [
         index
         for index, column in enumerate(repository.LIST_COLUMNS)
@@ -133,7 +134,7 @@ async def test_the_index_rows_are_the_engines_rows(db: Database) -> None:
         items = await read_path.reader.list_items([row["id"] for row in rows])
     finally:
         await read_path.close()
-    assert found == [(*row[:4], reader.micros(row.created_at)) for row in keys]
+    assert found == [(*row[:4], micros(row.created_at)) for row in keys]
     assert feed == [tuple(row) for row in changed]
     assert sorted(items) == sorted(tuple(row) for row in listed)
     by_id = {row.id: list_item(row) for row in listed}

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
-from commerce_api.catalog import repository
+from commerce_api.catalog import import_repository, repository
 from commerce_api.catalog.import_file import InvalidImport, Located, read_records
 from commerce_api.catalog.import_rules import ID, FieldError, changed_columns, new_product_columns
 from commerce_api.catalog.service import audited, audited_change
@@ -124,7 +124,7 @@ class Importer:
                 if writing is not None:
                     await writing
                 if done == 0 and batch.records == BATCH_ROWS:  # a large import
-                    paused = await repository.pause_search_index(self.conn)
+                    paused = await import_repository.pause_search_index(self.conn)
                 for located, product_id, columns in batch.changes:
                     await self._update(located, product_id, columns, seq, batch.trail)
                 writing = asyncio.create_task(self._write(batch))
@@ -135,7 +135,7 @@ class Importer:
             if writing is not None:
                 await writing
             if paused is not None:
-                await repository.index_paused_products(self.conn, seq, paused)
+                await import_repository.index_paused_products(self.conn, seq, paused)
         except BaseException:
             if writing is not None:  # never leave a write running on the connection
                 with contextlib.suppress(BaseException):
@@ -143,7 +143,7 @@ class Importer:
             raise
 
     async def _write(self, batch: _Batch) -> None:
-        await repository.copy_in(self.conn, batch.new_rows)
+        await import_repository.copy_in(self.conn, batch.new_rows)
         await audit.record_many(self.conn, batch.trail)
 
     async def _update(

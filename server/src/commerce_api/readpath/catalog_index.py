@@ -21,7 +21,7 @@ from typing import Any
 from zlib import crc32
 
 from commerce_api.readpath.columns import IdTable, TextColumn
-from commerce_api.readpath.reader import KeyColumns, KeyRow, micros
+from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
 from commerce_api.readpath.slot_order import SlotOrder
 
 SORT_KEYS = ("created_at", "price", "name")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from commerce_api.readpath.catalog_index import CatalogIndex
-from commerce_api.readpath.reader import KeyColumns, key_columns_postgresql, key_columns_sqlite
+from commerce_api.readpath.rows import KeyColumns, key_columns_postgresql, key_columns_sqlite
 
 IN_PROCESS_BELOW = 50_000  # active products: below, built in the serving process (< ~0.5 s)
 

@@ -14,107 +14,41 @@ import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
-from functools import cache
 from types import SimpleNamespace
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import asyncpg
 import orjson
-from sqlalchemy import Select
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect
 
 from commerce_api.catalog import repository
-from commerce_api.catalog.repository import (
-    ACTIVE_KEYS,
-    ACTIVE_KEYS_AFTER,
-    ACTIVE_PRODUCT,
-    ACTIVE_PRODUCTS,
-    CHANGES,
-    COUNT_ACTIVE,
-    LIST_ITEMS_POSTGRESQL,
-    LIST_ITEMS_SQLITE,
-)
 from commerce_api.core.coalescing import Rounds
 from commerce_api.core.timestamps import from_sqlite
+from commerce_api.readpath.rows import (
+    KeyColumns,
+    KeyRow,
+    ListRow,
+    key_columns_postgresql,
+    key_columns_sqlite,
+    key_row,
+    list_row,
+    open_sqlite,
+)
+from commerce_api.readpath.statements import (
+    CHANGES_POSTGRESQL,
+    CHANGES_SQLITE,
+    COUNT_ACTIVE_POSTGRESQL,
+    COUNT_ACTIVE_SQLITE,
+    ITEMS_POSTGRESQL,
+    ITEMS_SQLITE,
+    KEY,
+    PRODUCT_SQLITE,
+    PRODUCT_TIMESTAMPS,
+    PRODUCTS_POSTGRESQL,
+    search_ids_statement,
+    search_statements,
+    search_values,
+)
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import UTCDateTime
-
-
-def _compiled(statement: Select[Any], dialect: Dialect, parameters: tuple[str, ...]) -> str:
-    """The statement's SQL text for ``dialect``'s driver, whose positional parameters must be
-    ``parameters`` (in that order)."""
-    compiled = statement.compile(dialect=dialect)
-    order = tuple(compiled.positiontup or ())
-    assert order == parameters, f"parameters {order}, expected {parameters}"
-    return compiled.string
-
-
-_SQLITE = sqlite.dialect()  # the standard library's sqlite3: `?`
-_POSTGRESQL = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]  # asyncpg: `$1`
-PRODUCT_SQLITE = _compiled(ACTIVE_PRODUCT, _SQLITE, ("id",))  # one id
-PRODUCTS_POSTGRESQL = _compiled(ACTIVE_PRODUCTS, _POSTGRESQL, ("ids",))  # a round's ids
-KEYS_SQLITE = _compiled(ACTIVE_KEYS, _SQLITE, ())
-KEYS_AFTER_POSTGRESQL = _compiled(ACTIVE_KEYS_AFTER, _POSTGRESQL, ("created_at", "id", "limit"))
-CHANGES_SQLITE = _compiled(CHANGES, _SQLITE, ("seq", "id", "limit", "skip"))
-CHANGES_POSTGRESQL = _compiled(CHANGES, _POSTGRESQL, ("seq", "id", "limit", "skip"))
-COUNT_ACTIVE_SQLITE = _compiled(COUNT_ACTIVE, _SQLITE, ())
-COUNT_ACTIVE_POSTGRESQL = _compiled(COUNT_ACTIVE, _POSTGRESQL, ())
-ITEMS_SQLITE = _compiled(LIST_ITEMS_SQLITE, _SQLITE, ("ids",))
-ITEMS_POSTGRESQL = _compiled(LIST_ITEMS_POSTGRESQL, _POSTGRESQL, ("ids",))
-# sqlite3 returns timestamps as the text SQLite stores; the engine would convert these.
-PRODUCT_TIMESTAMPS = tuple(
-    column.name
-    for column in ACTIVE_PRODUCT.selected_columns
-    if isinstance(column.type, UTCDateTime)
-)
-
-
-class Prepared(NamedTuple):
-    """A statement's SQL text for one driver, and its positional parameters' names in order."""
-
-    sql: str
-    parameters: tuple[str, ...]
-
-    def arguments(self, values: dict[str, Any]) -> list[Any]:
-        return [values[name] for name in self.parameters]
-
-
-def _prepared(statement: Select[Any], dialect: Dialect) -> Prepared:
-    compiled = statement.compile(dialect=dialect)
-    return Prepared(compiled.string, tuple(compiled.positiontup or ()))
-
-
-_DIALECTS = {"sqlite": _SQLITE, "postgresql": _POSTGRESQL}
-
-
-@cache
-def search_statements(dialect: str, sort: str, by_category: bool) -> tuple[Prepared, Prepared]:
-    """A search's page and count (``catalog.repository.search_page``, ``search_count``) for
-    ``dialect``'s driver, compiled once per sort and filter."""
-    page = repository.search_page(dialect, sort, by_category)
-    count = repository.search_count(dialect, by_category)
-    return _prepared(page, _DIALECTS[dialect]), _prepared(count, _DIALECTS[dialect])
-
-
-@cache
-def search_ids_statement(dialect: str) -> Prepared:
-    """``catalog.repository.search_ids`` for ``dialect``'s driver, compiled once."""
-    return _prepared(repository.search_ids(dialect), _DIALECTS[dialect])
-
-
-def _search_values(
-    dialect: str, words: list[str], category: str | None, limit: int, offset: int
-) -> dict[str, Any]:
-    match = repository.search_match(dialect, words)
-    return {"match": match, "category": category, "limit": limit, "offset": offset}
-
-
-_KEY = (
-    "SELECT k.id, k.account_id, k.role, k.key_hash, k.revoked_at, a.tier FROM api_keys k "
-    "LEFT JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = {0}"
-)
 
 
 class Reader(Protocol):
@@ -179,7 +113,7 @@ class SQLiteReader:
     ) -> tuple[int, list[ListRow]]:
         conn = self._search_connection()
         page, count = search_statements("sqlite", sort, category is not None)
-        values = _search_values("sqlite", words, category, limit, offset)
+        values = search_values("sqlite", words, category, limit, offset)
         conn.execute("BEGIN")  # the count and the page from one read snapshot
         try:
             total = int(conn.execute(count.sql, count.arguments(values)).fetchone()[0])
@@ -236,7 +170,7 @@ class SQLiteReader:
         return SimpleNamespace(**values)
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
-        row = self._conn.execute(_KEY.format("?"), (key_hash,)).fetchone()
+        row = self._conn.execute(KEY.format("?"), (key_hash,)).fetchone()
         if row is None:
             return None
         record = SimpleNamespace(**dict(row))
@@ -247,16 +181,6 @@ class SQLiteReader:
         self._conn.close()
         await asyncio.get_running_loop().run_in_executor(self._searches, self._close_search)
         self._searches.shutdown()
-
-
-def open_sqlite(path: str) -> sqlite3.Connection:
-    """A read-only, autocommit connection (each statement sees the latest commit)."""
-    conn = sqlite3.connect(
-        f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
-    )
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout=5000")
-    return conn
 
 
 async def _keep_as_is(_connection: asyncpg.Connection) -> None:
@@ -310,7 +234,7 @@ class PostgresReader:
         self, words: list[str], category: str | None, sort: str, limit: int, offset: int
     ) -> tuple[int, list[SimpleNamespace]]:
         page, count = search_statements("postgresql", sort, category is not None)
-        values = _search_values("postgresql", words, category, limit, offset)
+        values = search_values("postgresql", words, category, limit, offset)
         with self._db.reachability.waiting():
             async with (
                 self.pool.acquire() as conn,
@@ -338,7 +262,7 @@ class PostgresReader:
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
         with self._db.reachability.waiting():
-            row = await self.pool.fetchrow(_KEY.format("$1"), key_hash)
+            row = await self.pool.fetchrow(KEY.format("$1"), key_hash)
         return None if row is None else SimpleNamespace(**dict(row))
 
     async def close(self) -> None:
@@ -346,98 +270,3 @@ class PostgresReader:
             await self.pool.close()
         except (TimeoutError, OSError):  # a connection cut off while it closed: drop them all
             self.pool.terminate()
-
-
-class ListRow(NamedTuple):
-    """A row of ``LIST_ROWS_SQLITE`` (``catalog.repository.LIST_COLUMNS``, in their order)."""
-
-    id: str
-    name: str
-    description: str | None
-    price_minor: int
-    category: str
-    created_at: datetime | None
-
-
-def list_row(row: Sequence[Any]) -> ListRow:
-    """The ``ListRow`` of a row of sqlite3 that begins with the list columns."""
-    return ListRow(row[0], row[1], row[2], row[3], row[4], from_sqlite(row[5]))
-
-
-class KeyRow(NamedTuple):
-    """A product's place in each order (``catalog.repository.KEY_COLUMNS``), and from the
-    change feed whether it is archived and the change that wrote it."""
-
-    id: str
-    name: str
-    price_minor: int
-    category: str
-    created_at: datetime
-    archived_at: datetime | None = None
-    change_seq: int = 0
-
-
-def key_row(row: Sequence[Any]) -> KeyRow:
-    """The ``KeyRow`` of a row of sqlite3 (timestamps as SQLite stores them)."""
-    created = from_sqlite(row[4])
-    assert created is not None  # NOT NULL
-    return KeyRow(row[0], row[1], row[2], row[3], created, from_sqlite(row[5]), row[6])
-
-
-KEY_PARTITION = 5000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_NAIVE_EPOCH = _EPOCH.replace(tzinfo=None)  # SQLite's texts are UTC without a zone
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def micros(moment: datetime) -> int:
-    """Microseconds since 1970 (exact, unlike a float's ``timestamp()``)."""
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-class KeyColumns(NamedTuple):
-    """A partition of ``KeyRow``s, a column each (creation times in ``micros``)."""
-
-    ids: Sequence[str]
-    names: Sequence[str]
-    prices: Sequence[int]
-    categories: Sequence[str]
-    created: Sequence[int]
-
-
-_EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
-
-
-async def key_columns_postgresql(conn: asyncpg.Connection) -> AsyncIterator[KeyColumns]:
-    """Every active product's ``KeyColumns`` in list order, a partition at a time, from one
-    repeatable-read transaction (one snapshot; the whole catalogue at any size, so no
-    transaction deadline)."""
-    async with conn.transaction(isolation="repeatable_read", readonly=True):
-        after: tuple[datetime, str] = (_EARLIEST, "")
-        while rows := await conn.fetch(KEYS_AFTER_POSTGRESQL, *after, KEY_PARTITION):
-            ids, names, prices, categories, created = zip(*rows, strict=True)
-            yield KeyColumns(ids, names, prices, categories, [micros(c) for c in created])
-            after = (created[-1], ids[-1])
-
-
-def _sqlite_micros(moment: datetime) -> int:
-    """``micros`` of a timestamp as SQLite stores it: UTC without a zone as the engine writes
-    it (``UTCDateTime``), or with the zone a hand-written row may carry."""
-    return (moment - (_NAIVE_EPOCH if moment.tzinfo is None else _EPOCH)) // _MICROSECOND
-
-
-async def key_columns_sqlite(path: str) -> AsyncIterator[KeyColumns]:
-    """Every active product's ``KeyColumns`` in list order, a partition at a time, from one
-    statement (one read snapshot); the event loop gets control back between partitions."""
-    conn = open_sqlite(path)
-    conn.row_factory = None
-    parse = datetime.fromisoformat
-    try:
-        cursor = conn.execute(KEYS_SQLITE)
-        while rows := cursor.fetchmany(KEY_PARTITION):
-            ids, names, prices, categories, texts = zip(*rows, strict=True)
-            created = [_sqlite_micros(parse(text)) for text in texts]
-            yield KeyColumns(ids, names, prices, categories, created)
-            await asyncio.sleep(0)
-    finally:
-        conn.close()
