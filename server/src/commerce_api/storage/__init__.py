@@ -7,7 +7,8 @@
   executemany, compiled once per shape), and the backend's ``INSERT … ON CONFLICT``.
 - ``sqlite``: how every SQLite connection is set up (WAL, pragmas, ``BEGIN IMMEDIATE``);
   ``sqlite_writer``: the SQLite batch writer behind ``Database.write_batch``, taking turns
-  with the other processes on the file.
+  with the other processes on the file; ``writers_queue``: the queue of a process's SQLite
+  writers, waited in until a writer's deadline at most.
 - ``freshness``: the change stamps every write bumps and the per-backend trackers that tell
   the in-memory caches whether anything changed (SQLite's ``PRAGMA data_version``,
   PostgreSQL's ``NOTIFY``).

@@ -35,6 +35,7 @@ from commerce_api.storage.deadlines import (
 )
 from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, BUSY_TIMEOUT_MS, configure_sqlite_engine
 from commerce_api.storage.sqlite_writer import SQLiteBatchWriter
+from commerce_api.storage.writers_queue import WritersQueue
 
 _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate` on PostgreSQL
 
@@ -161,8 +162,7 @@ class Database:
             ping_when_idle(self.engine)
         self._write_engine = self.engine.execution_options(**write_options)
         self._batch_writer: SQLiteBatchWriter | None = None  # SQLite: see write_batch
-        self._writers_lock = asyncio.Lock()
-        self._writers_loop: asyncio.AbstractEventLoop | None = None
+        self._writers = WritersQueue()  # SQLite: see write
         self._url_key = self.url.render_as_string(hide_password=False)
 
     @property
@@ -198,17 +198,20 @@ class Database:
 
     @asynccontextmanager
     async def _watched(
-        self, engine: AsyncEngine, *, begin: bool, bounded: bool
+        self, engine: AsyncEngine, *, begin: bool, bounded: bool, by: float | None = None
     ) -> AsyncIterator[AsyncConnection]:
         """A PostgreSQL connection (in a transaction committed at the end when ``begin``) whose
-        driver connection is terminated if the block is still running at its deadline: the
-        caller then gets :class:`DatabaseTimeout` (a 503), whatever it was waiting for."""
+        driver connection is terminated if the block is still running at its deadline (or at
+        ``by``, if sooner): the caller then gets :class:`DatabaseTimeout` (a 503), whatever it
+        was waiting for."""
         if not bounded or self._transaction_seconds is None:
             async with engine.begin() if begin else engine.connect() as conn:
                 yield conn
             return
         started = self.reachability.check()
-        watch = Watch(started + self._transaction_seconds)
+        deadline = started + self._transaction_seconds
+        cut_short = by is not None and by < deadline  # the caller's deadline, not the database
+        watch = Watch(min(deadline, by) if by is not None else deadline)
         watching = WATCHING.set(watch)  # for the checkout hook (ping_when_idle)
         try:
             async with engine.connect() as conn:
@@ -217,13 +220,15 @@ class Database:
                 watch.hold(sync.connection.driver_connection)
                 if begin:
                     async with conn.begin():
+                        await self._lock_wait_by(conn, by)
                         yield conn
                 else:
                     yield conn
                     await conn.rollback()  # a read's transaction, ended within the deadline
                 watch.done()  # before the connection goes back to the pool
         except Exception as exc:
-            self.reachability.failed(exc, started)
+            if not (cut_short and watch.expired):
+                self.reachability.failed(exc, started)
             if watch.expired:
                 raise DatabaseTimeout(
                     f"a database transaction ran past its {self._transaction_seconds:g} s "
@@ -233,6 +238,15 @@ class Database:
         finally:
             WATCHING.reset(watching)
             watch.done()
+
+    async def _lock_wait_by(self, conn: AsyncConnection, by: float | None) -> None:
+        """A row lock waited for until ``by`` at most, if sooner than the lock timeout: answered
+        by PostgreSQL (``lock_timeout``, 0.1 s early), not by the watch closing the connection."""
+        if by is None or self.deadlines is None:
+            return
+        left = by - asyncio.get_running_loop().time() - 0.1
+        if left < self.deadlines.lock:
+            await conn.execute(text(f"SET LOCAL lock_timeout = {_ms(left)}"))
 
     @asynccontextmanager
     async def read(self, *, bounded: bool = True) -> AsyncIterator[AsyncConnection]:
@@ -247,7 +261,9 @@ class Database:
 
     @tracing.traced_transaction  # in a span inside a traced request or delivery (core.tracing)
     @asynccontextmanager
-    async def write(self, *, bounded: bool = True) -> AsyncIterator[AsyncConnection]:
+    async def write(
+        self, *, bounded: bool = True, by: float | None = None
+    ) -> AsyncIterator[AsyncConnection]:
         """A write transaction: committed when the block succeeds, rolled back otherwise.
 
         On SQLite the writers of a process queue on one lock before their ``BEGIN IMMEDIATE``
@@ -258,10 +274,12 @@ class Database:
         With deadlines (``bounded``, the default), the transaction ends by its deadline: on
         PostgreSQL its connection is terminated then; on SQLite the wait for the file's lock,
         in the process's queue and then for another process, ends by it ("database is
-        locked", or :class:`DatabaseTimeout`).
+        locked", or :class:`DatabaseTimeout`). ``by``: a deadline of the caller's (the loop's
+        time), if sooner: its request's, begun before this transaction (``group_commit``).
         """
         if not self.is_sqlite:
-            async with self._watched(self._write_engine, begin=True, bounded=bounded) as conn:
+            watched = self._watched(self._write_engine, begin=True, bounded=bounded, by=by)
+            async with watched as conn:
                 conn.info.pop(CHANGED, None)  # a failed transaction's notes, left behind
                 yield conn
                 # Not on an error: a connection lost meanwhile has no info left to read.
@@ -270,8 +288,8 @@ class Database:
                 for callback in list(_COMMIT_LISTENERS.get(self._url_key, ())):
                     callback(changed)
             return
-        deadline = self._deadline(bounded)
-        async with self._queued(deadline):
+        deadline = sooner(self.deadline(bounded), by)
+        async with self._writers.turn(deadline):
             engine = self._write_engine
             if deadline is not None:
                 left = deadline - asyncio.get_running_loop().time()
@@ -280,32 +298,12 @@ class Database:
             async with engine.begin() as conn:
                 yield conn
 
-    def _deadline(self, bounded: bool) -> float | None:
-        """The loop's time by which a SQLite write must have its lock, if any."""
+    def deadline(self, bounded: bool = True) -> float | None:
+        """The loop's time by which a write begun now must be done (PostgreSQL) or have its
+        lock (SQLite), if any: ``Deadlines.transaction`` from now."""
         if not bounded or self._transaction_seconds is None:
             return None
         return asyncio.get_running_loop().time() + self._transaction_seconds
-
-    @asynccontextmanager
-    async def _queued(self, deadline: float | None) -> AsyncIterator[None]:
-        """In the queue of the process's SQLite writers (see :meth:`write`), until
-        ``deadline`` at most."""
-        lock = self._writers()
-        if deadline is None or not lock.locked():
-            async with lock:
-                yield
-            return
-        try:
-            async with asyncio.timeout_at(deadline):
-                await lock.acquire()
-        except TimeoutError:
-            raise DatabaseTimeout(
-                "a write waited past its deadline for the database file's lock"
-            ) from None
-        try:
-            yield
-        finally:
-            lock.release()
 
     def on_commit(self, callback: Callable[[set[str]], None]) -> Callable[[], None]:
         """Call ``callback`` with what a committed PostgreSQL write transaction of this process
@@ -316,16 +314,8 @@ class Database:
         listeners.append(callback)
         return lambda: listeners.remove(callback)
 
-    def _writers(self) -> asyncio.Lock:
-        """The lock the SQLite writers of this process queue on (one per event loop: a lock
-        belongs to the loop it was first waited on in)."""
-        loop = asyncio.get_running_loop()
-        if self._writers_loop is not loop:
-            self._writers_lock, self._writers_loop = asyncio.Lock(), loop
-        return self._writers_lock
-
     @asynccontextmanager
-    async def write_batch(self) -> AsyncIterator[Executor]:
+    async def write_batch(self, by: float | None = None) -> AsyncIterator[Executor]:
         """A write transaction for a batch of many small writes (``group_commit``).
 
         On PostgreSQL, :meth:`write`. On SQLite the transaction holds the file's write lock from
@@ -336,16 +326,16 @@ class Database:
         is held. ``BEGIN IMMEDIATE`` (which may wait for another process) and the ``COMMIT`` (the
         fsync) still run on a thread of their own. The batches of the processes on one file take
         turns (``sqlite_writer``); one that waits longer than the busy timeout fails with SQLite's
-        "database is locked".
+        "database is locked". ``by``: as for :meth:`write`.
         """
         if not self.is_sqlite:
-            async with self.write() as conn:
+            async with self.write(by=by) as conn:
                 yield conn
             return
         # In the queue of the process's writers (see write); the batch engine has one
         # connection, so this is also one batch at a time.
-        deadline = self._deadline(True)
-        async with self._queued(deadline):
+        deadline = sooner(self.deadline(), by)
+        async with self._writers.turn(deadline):
             if self._batch_writer is None:
                 self._batch_writer = SQLiteBatchWriter(
                     self.url, json_serializer=_json_text, busy_seconds=self.busy_seconds
@@ -386,6 +376,11 @@ _UNBOUNDED_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction
 
 def _asyncpg_dsn(url: URL) -> str:
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def sooner(deadline: float | None, other: float | None) -> float | None:
+    """The sooner of two deadlines (None: none)."""
+    return other if deadline is None else deadline if other is None else min(deadline, other)
 
 
 def _ms(seconds: float) -> int:

@@ -14,6 +14,11 @@ to commit. One commit per request caps writes at a few hundred a second whatever
   a lost connection (a pooled one that died while idle) runs once more, whole. One that met a
   deadline (``storage.deadlines``: a lock, a statement, its transaction's) is not run again:
   each item gets the error (a 503), within the deadline, rather than meeting it once per item.
+- Each item's deadline (``Database.deadline``) is set when it is submitted, and a batch's
+  transaction ends by the soonest of its items' (``write_batch(by=…)``): an item that waited
+  for the batch before its own meets one deadline in all, not that batch's and then its own
+  (issue 44: an order waited 6 to 8 s behind a batch that met SQLite's lock). An item whose
+  deadline passed while it waited is answered at once (:class:`DatabaseTimeout`, a 503).
 - While a batch commits, the next requests queue up and form the next batch, so the batch grows
   with the load and one commit is shared by all the items it carries.
 - Items with the same ``exclusive`` key never share a batch (the later waits for the next one):
@@ -32,15 +37,21 @@ own transaction overlaps those waits. Batches in flight at once, of one process 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from commerce_api.core import tracing
 from commerce_api.core.coalescing import RequestBatcher
 from commerce_api.storage.db import Database, Executor
-from commerce_api.storage.deadlines import is_database_timeout, is_database_unavailable
+from commerce_api.storage.deadlines import (
+    DatabaseTimeout,
+    is_database_timeout,
+    is_database_unavailable,
+)
 
 logger = logging.getLogger("commerce_api.storage.db")
 
@@ -49,6 +60,17 @@ ResultT = TypeVar("ResultT")
 MAX_BATCH = 256
 
 RunBatch = Callable[[Executor, list[ItemT]], Awaitable[list[ResultT]]]
+
+
+@dataclass(slots=True, frozen=True)
+class _Queued(Generic[ItemT]):
+    item: ItemT
+    by: float | None  # its deadline, the loop's time (``Database.deadline``), if any
+
+
+def _soonest(queued: list[_Queued[ItemT]]) -> float | None:
+    deadlines = [entry.by for entry in queued if entry.by is not None]
+    return min(deadlines) if deadlines else None
 
 
 class GroupCommit(Generic[ItemT, ResultT]):
@@ -69,10 +91,10 @@ class GroupCommit(Generic[ItemT, ResultT]):
         self._db = db
         self._traceparent_of = traceparent_of
         self._run_batch = run_batch
-        self._batcher: RequestBatcher[ItemT, ResultT] = RequestBatcher(
-            self._commit,
+        self._batcher: RequestBatcher[_Queued[ItemT], ResultT] = RequestBatcher(
+            self._send,
             max_batch=max_batch,
-            exclusive=exclusive,
+            exclusive=lambda queued: exclusive(queued.item),
             in_flight=in_flight,
             name="group-commit",
         )
@@ -81,18 +103,33 @@ class GroupCommit(Generic[ItemT, ResultT]):
 
     async def submit(self, item: ItemT) -> ResultT:
         """``item``'s result once its batch is committed (or the batch's error, raised)."""
-        return await self._batcher.submit(item)
+        return await self._batcher.submit(_Queued(item, self._db.deadline()))
 
     async def close(self) -> None:
         """Finish the items already submitted."""
         await self._batcher.close()
 
+    async def _send(self, queued: list[_Queued[ItemT]]) -> list[ResultT | BaseException]:
+        """Each item's outcome: a timeout at once for an item whose deadline has passed, the
+        others' from their batch (:meth:`_commit`)."""
+        now = asyncio.get_running_loop().time()
+        due = [entry for entry in queued if entry.by is None or entry.by > now]
+        ran = iter(await self._commit(due) if due else [])
+        late = DatabaseTimeout("a write waited past its deadline for its batch's turn")
+        if len(due) < len(queued):
+            logger.warning("%d writes waited past their deadline", len(queued) - len(due))
+        return [next(ran) if entry.by is None or entry.by > now else late for entry in queued]
+
     async def _commit(
-        self, batch: list[ItemT], *, again: bool = True
+        self, queued: list[_Queued[ItemT]], *, again: bool = True
     ) -> list[ResultT | BaseException]:
-        """Each item's result, or the exception that stopped it."""
+        """Each item's result, or the exception that stopped it, by the soonest deadline of
+        the items."""
         ran = False
-        transaction: AbstractAsyncContextManager[Executor] = self._db.write_batch()
+        batch = [entry.item for entry in queued]
+        transaction: AbstractAsyncContextManager[Executor] = self._db.write_batch(
+            by=_soonest(queued)
+        )
         if tracing.ENABLED:
             traceparents = [self._traceparent_of(item) for item in batch]
             transaction = tracing.transaction(transaction, self._db.backend, traceparents)
@@ -107,11 +144,13 @@ class GroupCommit(Generic[ItemT, ResultT]):
                 # Before the commit: nothing was kept. Once more after a lost connection (a
                 # pooled one that died while idle: SQLAlchemy has dropped the pool, the next is
                 # fresh); not after a deadline, which would only be met again, item by item.
-                return await self._commit(batch, again=False)
+                return await self._commit(queued, again=False)
             if not ran and len(batch) > 1 and not (timed_out or lost):
                 # Each item alone, so one fails only itself.
                 return [
-                    outcome for item in batch for outcome in await self._commit([item], again=False)
+                    outcome
+                    for entry in queued
+                    for outcome in await self._commit([entry], again=False)
                 ]
             if timed_out or lost:  # a 503 with Retry-After; no traceback per batch meanwhile
                 logger.warning("a batch of %d writes failed: database unavailable", len(batch))
