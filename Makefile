@@ -13,9 +13,9 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test test-latest test-latest-subset lint format clean bench bench-overview bench-catalogue cluster dist
+.PHONY: help install serve test test-latest test-latest-subset lint format clean bench bench-overview bench-catalogue cluster dist
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed ## Create .venv and install both packages from uv.lock (the default target)
 
 $(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
@@ -25,12 +25,12 @@ $(VENV)/.installed: pyproject.toml uv.lock server/pyproject.toml client/pyprojec
 	$(UV) sync --locked --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"
 	@touch $@
 
-serve: install
+serve: install ## Start the service with a demo catalogue on localhost:8000 (HOST=, PORT= change it)
 	$(BIN)/commerce-api serve --demo --host $(HOST) --port $(PORT)
 
 # After pytest, the TypeScript client (client-ts/) when Node.js is installed: npm ci + npm test
 # (a build with its type checks, unit tests, and end-to-end tests against a real server).
-test: install
+test: install ## Run the whole test suite, then the TypeScript client's when Node.js is installed
 	$(BIN)/pytest $(PYTEST_ARGS)
 	@if command -v node >/dev/null 2>&1; then \
 		cd client-ts && npm ci --no-audit --no-fund && npm test; \
@@ -43,7 +43,7 @@ test: install
 # upgraded (uv lock --upgrade prints each version it moved) and synced into a venv of its own
 # (.git comes along: the project tests ask git which files are tracked).
 # This tree's uv.lock and .venv are left as they are.
-test-latest: install
+test-latest: install ## The test suite on the newest releases the dependency ranges admit
 	@set -e; copy="$$(mktemp -d)"; trap 'rm -rf "$$copy"' EXIT; \
 	tar --exclude=./.venv --exclude=./client-ts/node_modules \
 		--exclude=.pytest_cache --exclude=.mypy_cache --exclude=.ruff_cache --exclude=__pycache__ \
@@ -66,15 +66,15 @@ LATEST_TESTS := client/tests server/tests/http server/tests/app server/tests/pro
 	server/tests/events/test_events.py server/tests/webhooks/test_dispatcher.py \
 	server/tests/ratelimit/test_limiter.py server/tests/observability server/tests/console/test_pages.py
 
-test-latest-subset:
+test-latest-subset: ## test-latest on the tests CI runs (LATEST_TESTS)
 	$(MAKE) test-latest PYTEST_ARGS="$(LATEST_TESTS)"
 
-lint: install
+lint: install ## Check formatting (ruff), lint (ruff) and types (mypy --strict)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy server/src client/src server/tests client/tests client/examples bench
 
-format: install
+format: install ## Format the code and apply ruff's fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
@@ -85,7 +85,7 @@ format: install
 # The client READMEs say how to install them.
 DIST ?= dist
 NPM_CI ?= npm ci --no-audit --no-fund
-dist: install
+dist: install ## Build the wheels, sdists and the TypeScript tarball into dist/
 	$(UV) build --quiet --out-dir "$(abspath $(DIST))" server
 	$(UV) build --quiet --out-dir "$(abspath $(DIST))" client
 	@if command -v npm >/dev/null 2>&1; then \
@@ -95,11 +95,11 @@ dist: install
 	fi
 	@ls -1 "$(abspath $(DIST))"
 
-clean:
+clean: ## Remove .venv and the tools' caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # Load test against a ceiling app; needs wrk (Debian/Ubuntu: sudo apt-get install wrk).
-bench: install
+bench: install ## Load test against a ceiling app (needs wrk); docs/performance.md
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 # The service over simulated hosts (issue 32): network namespaces on this machine (a database
@@ -110,17 +110,21 @@ bench: install
 # --smoke, --rtts 0,1, --duration 3. Then faults under load with SQL checks after each and a
 # fault table (bench/cluster_faults.py): --faults a,b,c,d,e (the default; none), --faults-only
 # (see bench/cluster.py --help).
-cluster: install
+cluster: install ## The service over simulated hosts, then faults under load (root, wrk)
 	$(BIN)/python bench/cluster.py $(CLUSTER_ARGS)
 
 # The console overview of 1,000,000 orders (bench/overview.py): SQLite, and PostgreSQL with
 # BENCH_OVERVIEW_ARGS="--postgres-url postgresql://postgres@127.0.0.1:5432/postgres".
-bench-overview: install
+bench-overview: install ## The console overview over 1,000,000 orders
 	$(BIN)/python bench/overview.py $(BENCH_OVERVIEW_ARGS)
 
 # A large catalogue that changes while it is read (issue 42; bench/catalogue.py): import, start,
 # memory, a mix of pages, searches, the mix while 10 price PATCHes a second go through (and how
 # soon each shows), event-loop holds; beside another checkout with BENCH_CATALOGUE_ARGS, e.g.
 # "--baseline ../wt-baseline --products 20000 --duration 3 --backends sqlite". Needs wrk.
-bench-catalogue: install
+bench-catalogue: install ## A large catalogue that changes while it is read (needs wrk)
 	$(BIN)/python bench/catalogue.py $(BENCH_CATALOGUE_ARGS)
+
+# `make help`: every target above with the `##` line that says what it does.
+help: ## List the targets, one line each
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)

@@ -154,6 +154,32 @@ async def postgresql_database_url(postgres_url: str) -> str:
     return postgres_url
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """``sqlite:///…`` of a file that does not exist yet, or the session PostgreSQL URL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fresh.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+async def empty_database_url(empty_backend: str) -> AsyncIterator[str]:
+    """An empty (never migrated) database on each backend."""
+    if empty_backend.startswith("sqlite"):
+        yield empty_backend
+        return
+    dsn = make_url(empty_backend).set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"commerce_fresh_{secrets.token_hex(6)}"
+    admin = await asyncpg.connect(dsn, timeout=5)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield make_url(empty_backend).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
 @pytest.fixture
 def backend(database_url: str) -> str:
     return "sqlite" if database_url.startswith("sqlite") else "postgresql"

@@ -13,14 +13,17 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import select, text
 
 from commerce_api.app.serving import METRICS_DIRECTORY_PREFIX, remove_stale_metrics_directories
 from commerce_api.storage.db import Database
+from commerce_api.storage.migrations import alembic_config, describe
 from commerce_api.storage.tables import accounts, api_keys, products
 from tests.helpers import head_revision
 
@@ -113,11 +116,71 @@ async def query(url: str, statement: Any) -> list[Any]:
         await db.dispose()
 
 
-async def test_migrate(cli: Cli) -> None:
-    # Every command applies pending migrations first, so this also covers running it again.
-    assert (await cli.run("migrate")).ok().last_line == "Database is up to date."
+def table(stdout: str) -> list[dict[str, str]]:
+    """A listing's rows by its header's column names, each cell cut where its column's name
+    starts in the header: so the columns must line up under their names, two spaces apart."""
+    header, *lines = stdout.splitlines()
+    columns = [(match.group(), match.start()) for match in re.finditer(r"\S+", header)]
+    bounds: list[tuple[int, int | None]] = [
+        (start, next_start) for (_, start), (_, next_start) in pairwise(columns)
+    ]
+    bounds.append((columns[-1][1], None))
+    rows = []
+    for line in lines:
+        cells = [line[start:end] for start, end in bounds]
+        assert all(cell.endswith("  ") for cell in cells[:-1]), line
+        rows.append({name: cell.strip() for (name, _), cell in zip(columns, cells, strict=True)})
+    return rows
+
+
+async def test_migrate_names_each_migration_it_applies(
+    empty_database_url: str, tmp_path: Path, pycache: Path
+) -> None:
+    cli = Cli(empty_database_url, tmp_path, pycache)
+    scripts = ScriptDirectory.from_config(alembic_config())
+    revisions = [script.revision for script in scripts.walk_revisions()][::-1]
+    assert revisions[0] == "0001"
+    assert revisions[-1] == head_revision()
+    applied = [f"Applied {revision}: {describe(revision)}" for revision in revisions]
+    assert applied[0] == "Applied 0001: Accounts, API keys and the product catalogue"
+
+    # Two at once: one applies them all, in order; the other, behind the migration lock, finds
+    # nothing pending.
+    first, second = await cli.run_all(("migrate",), ("migrate",))
+    outputs = sorted((first.ok().stdout.splitlines(), second.ok().stdout.splitlines()), key=len)
+    assert outputs == [["Database is up to date."], applied]
+    assert (await cli.run("migrate")).ok().stdout == "Database is up to date.\n"
     [(version,)] = await query(cli.database_url, text("SELECT version_num FROM alembic_version"))
     assert version == head_revision()
+
+
+async def test_accounts_list(cli: Cli) -> None:
+    empty, empty_json = await cli.run_all(("accounts", "list"), ("accounts", "list", "--json"))
+    assert empty.ok().stdout.split() == ["ID", "NAME", "TIER", "CREATED"]
+    assert table(empty.stdout) == []
+    assert "accounts create" in empty.stderr
+    assert json.loads(empty_json.ok().stdout) == []
+
+    shop = (await cli.run("accounts", "create", "Acme Books", "--tier", "production")).ok()
+    other = (await cli.run("accounts", "create", "Bob's Bikes")).ok()
+    as_text, as_json = await cli.run_all(("accounts", "list"), ("accounts", "list", "--json"))
+    assert as_text.ok().stdout.splitlines()[0].split() == ["ID", "NAME", "TIER", "CREATED"]
+    listed = json.loads(as_json.ok().stdout)
+    assert [set(item) for item in listed] == [{"id", "name", "tier", "created_at"}] * 2
+    assert [(item["id"], item["name"], item["tier"]) for item in listed] == [
+        (shop.last_line, "Acme Books", "production"),
+        (other.last_line, "Bob's Bikes", "development"),
+    ]
+    assert all(TIMESTAMP.match(item["created_at"]) for item in listed)
+    assert table(as_text.stdout) == [
+        {
+            "ID": item["id"],
+            "NAME": item["name"],
+            "TIER": item["tier"],
+            "CREATED": item["created_at"],
+        }
+        for item in listed
+    ]
 
 
 async def test_accounts_and_keys(cli: Cli) -> None:
@@ -160,7 +223,25 @@ async def test_accounts_and_keys(cli: Cli) -> None:
     for result in (as_json, as_text.ok()):
         assert client_secret not in result.stdout + result.stderr
         assert admin_secret not in result.stdout + result.stderr
-    assert by_role["client"]["id"] in as_text.stdout
+    assert as_text.stdout.splitlines()[0].split() == [
+        "ID",
+        "ROLE",
+        "ACCOUNT",
+        "KEY",
+        "CREATED",
+        "STATE",
+    ]
+    assert sorted(table(as_text.stdout), key=lambda row: row["ROLE"]) == [
+        {
+            "ID": by_role[role]["id"],
+            "ROLE": role,
+            "ACCOUNT": by_role[role]["account_id"] or "-",
+            "KEY": f"sk_sandbox_…{by_role[role]['last4']}",
+            "CREATED": by_role[role]["created_at"],
+            "STATE": "active",
+        }
+        for role in ("admin", "client")
+    ]
 
     stored = {row.id: row for row in await query(cli.database_url, select(api_keys))}
     assert client_secret not in {str(value) for value in stored[by_role["client"]["id"]]}
@@ -171,6 +252,8 @@ async def test_accounts_and_keys(cli: Cli) -> None:
     after = {item["id"]: item for item in await cli.keys()}
     assert TIMESTAMP.match(after[client_key_id]["revoked_at"])
     assert after[by_role["admin"]["id"]]["revoked_at"] is None
+    state = {row["ID"]: row["STATE"] for row in table((await cli.run("keys", "list")).ok().stdout)}
+    assert state[client_key_id] == f"revoked {after[client_key_id]['revoked_at']}"
 
 
 async def test_products_import(cli: Cli) -> None:
@@ -243,6 +326,7 @@ async def test_usage_errors_and_help(sqlite_cli: Cli) -> None:
         ("accounts", "create", "--help"),
         ("keys", "create", "--help"),
         ("keys", "list", "--help"),
+        ("accounts", "list", "--help"),
         ("keys", "revoke", "--help"),
         ("products", "import", "--help"),
     ]
@@ -258,6 +342,7 @@ async def test_usage_errors_and_help(sqlite_cli: Cli) -> None:
     assert "--account" in help_of[("keys", "create", "--help")]
     assert "--admin" in help_of[("keys", "create", "--help")]
     assert "--json" in help_of[("keys", "list", "--help")]
+    assert "--json" in help_of[("accounts", "list", "--help")]
     assert "KEY_ID" in help_of[("keys", "revoke", "--help")]
     assert "FILE" in help_of[("products", "import", "--help")]
     assert "--port" in help_of[("serve", "--help")]

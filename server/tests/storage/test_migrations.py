@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
@@ -155,32 +153,6 @@ async def test_check_constraints_are_enforced(db: Database, statement: str) -> N
 
 
 # --- concurrent migrations on a fresh, empty database --------------------------------------------
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """``sqlite:///…`` of a file that does not exist yet, or the session PostgreSQL URL."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fresh.db'}"
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
-@pytest.fixture
-async def empty_database_url(empty_backend: str) -> AsyncIterator[str]:
-    """An empty (never migrated) database on each backend."""
-    if empty_backend.startswith("sqlite"):
-        yield empty_backend
-        return
-    dsn = make_url(empty_backend).set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"commerce_fresh_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(dsn, timeout=5)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield make_url(empty_backend).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 async def _migrate_concurrently(url: str, tasks: int = 3) -> None:

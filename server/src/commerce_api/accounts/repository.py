@@ -25,6 +25,15 @@ async def get_account(conn: AsyncConnection, account_id: str) -> Row[tuple[str, 
     return result.first()
 
 
+async def list_accounts(conn: AsyncConnection) -> list[Row[tuple[str, str, str, datetime]]]:
+    result = await conn.execute(
+        select(accounts.c.id, accounts.c.name, accounts.c.tier, accounts.c.created_at).order_by(
+            accounts.c.created_at, accounts.c.id
+        )
+    )
+    return list(result.all())
+
+
 async def find_account_by_name(conn: AsyncConnection, name: str) -> str | None:
     result = await conn.execute(
         select(accounts.c.id).where(accounts.c.name == name).order_by(accounts.c.created_at)

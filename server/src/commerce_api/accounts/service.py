@@ -62,6 +62,14 @@ class CreatedKey:
 
 
 @dataclass(frozen=True, slots=True)
+class AccountInfo:
+    id: str
+    name: str
+    tier: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class KeyInfo:
     id: str
     account_id: str | None
@@ -76,6 +84,11 @@ async def create_account(conn: AsyncConnection, name: str, tier: Tier = "develop
     account_id = new_id("acct")
     await repository.insert_account(conn, id=account_id, name=name, tier=tier, created_at=utcnow())
     return account_id
+
+
+async def list_accounts(conn: AsyncConnection) -> list[AccountInfo]:
+    """Every account, oldest first."""
+    return [AccountInfo(**row._mapping) for row in await repository.list_accounts(conn)]
 
 
 async def create_key(

@@ -350,8 +350,9 @@ class Database:
         async with self.read() as conn:  # within the deadline: /readyz never hangs
             await conn.execute(text("SELECT 1"))
 
-    async def migrate(self) -> None:
-        """Apply pending migrations (safe to run from several processes at once)."""
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations (safe to run from several processes at once); the
+        revisions applied, oldest first."""
         from commerce_api.storage.migrations import upgrade_to_head
 
         async with self.write(bounded=False) as conn:
@@ -362,7 +363,7 @@ class Database:
                 await conn.execute(
                     text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID}
                 )
-            await conn.run_sync(upgrade_to_head)
+            return await conn.run_sync(upgrade_to_head)
 
     async def dispose(self) -> None:
         await self.engine.dispose()

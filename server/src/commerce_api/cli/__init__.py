@@ -8,97 +8,36 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging.config
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
 
 import click
-from pydantic import ValidationError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api import demo as demo_setup
-from commerce_api.accounts import service as accounts
 from commerce_api.app.serving import check_port_free, granian_options, metrics_directory, served_app
-from commerce_api.audit import keys as audited_keys
 from commerce_api.catalog import importing
 from commerce_api.catalog.import_file import ImportFile
 from commerce_api.catalog.import_report import ImportReport
+from commerce_api.cli.accounts import accounts_group, keys_group
+from commerce_api.cli.common import (
+    ConfigurationError,
+    _apply_migrations,
+    _in_transaction,
+    _note,
+    _settings,
+    _with_database,
+)
 from commerce_api.core.errors import APIError
-from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
 from commerce_api.observability import traces
 from commerce_api.observability.logging import logging_config
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretKeyMissing, check_secret_key
-from commerce_api.storage.db import Database, UnsupportedDatabaseURL
-from commerce_api.storage.deadlines import Deadlines
-
-T = TypeVar("T")
-
-
-class ConfigurationError(click.ClickException):
-    """A setting the service cannot start with: one line on stderr, exit code 2, no traceback."""
-
-    exit_code = 2
-
-
-def _settings() -> Settings:
-    """The settings (and the OTEL_* variables' tracing, checked: ``observability.traces``)."""
-    try:
-        traces.exporter_names(os.environ)
-        return Settings()
-    except traces.TracingConfigError as exc:
-        raise ConfigurationError(str(exc)) from None
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"COMMERCE_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise ConfigurationError(f"invalid settings: {problems}") from None
-    except Exception as exc:
-        raise ConfigurationError(f"invalid settings: {' '.join(str(exc).split())}") from None
-
-
-def _with_database(
-    work: Callable[[Database], Awaitable[T]],
-    settings: Settings | None = None,
-    *,
-    deadlines: Deadlines | None = None,
-) -> T:
-    """Open the configured database, apply pending migrations, run ``work``, close. With
-    ``deadlines`` on its waits (the worker's), none for an operator's command."""
-    settings = settings or _settings()
-
-    async def run() -> T:
-        url, listen_url = settings.database_url, settings.database_listen_url
-        try:
-            db = Database(url, deadlines=deadlines, listen_url=listen_url)
-        except UnsupportedDatabaseURL as exc:
-            raise click.ClickException(str(exc)) from exc
-        try:
-            await db.migrate()
-            return await work(db)
-        finally:
-            await db.dispose()
-
-    return asyncio.run(run())
-
-
-def _in_transaction(work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-    async def run(db: Database) -> T:
-        async with db.write() as conn:
-            return await work(conn)
-
-    return _with_database(run)
-
-
-def _note(message: str) -> None:
-    click.echo(message, err=True)
+from commerce_api.storage.db import Database
+from commerce_api.storage.migrations import describe
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -232,118 +171,16 @@ def worker() -> None:
 
 @main.command()
 def migrate() -> None:
-    """Apply pending database migrations."""
-
-    async def noop(_db: Database) -> str:
-        return "ok"
-
-    _with_database(noop)
-    click.echo("Database is up to date.")
-
-
-@main.group()
-def accounts_group() -> None:
-    """Client accounts."""
+    """Apply pending database migrations; name each one applied."""
+    applied = _apply_migrations()
+    for revision in applied:
+        click.echo(f"Applied {revision}: {describe(revision)}")
+    if not applied:
+        click.echo("Database is up to date.")
 
 
-main.add_command(accounts_group, name="accounts")
-
-
-@accounts_group.command("create")
-@click.argument("name")
-@click.option(
-    "--tier",
-    type=click.Choice(["development", "production"]),
-    default="development",
-    show_default=True,
-)
-def accounts_create(name: str, tier: str) -> None:
-    """Create an account; prints its id."""
-    if not name.strip():
-        raise click.BadParameter("must not be empty", param_hint="NAME")
-    account_id = _in_transaction(
-        lambda conn: audited_keys.create_account(
-            conn, None, name, "production" if tier == "production" else "development"
-        )
-    )
-    click.echo(account_id)
-
-
-@main.group()
-def keys() -> None:
-    """API keys."""
-
-
-@keys.command("create")
-@click.option("--account", "account_id", help="The account the key belongs to.")
-@click.option("--admin", is_flag=True, help="An admin (operator) key instead of a client key.")
-@click.option(
-    "--publishable",
-    is_flag=True,
-    help="A publishable key (pk_…) of the account: it reads the catalogue and nothing else, "
-    "so a storefront's pages may carry it.",
-)
-def keys_create(account_id: str | None, admin: bool, publishable: bool) -> None:
-    """Create a key and print it (it is shown only this once)."""
-    if admin and publishable:
-        raise click.UsageError("--admin and --publishable exclude each other")
-    role: accounts.Role = "admin" if admin else "publishable" if publishable else "client"
-    if role != "admin" and not account_id:
-        raise click.UsageError(f"a {role} key needs --account ACCOUNT_ID (or use --admin)")
-    settings = _settings()
-
-    async def create(conn: AsyncConnection) -> accounts.CreatedKey:
-        return await audited_keys.create_key(
-            conn, None, settings.environment, account_id=account_id, role=role
-        )
-
-    try:
-        key = _in_transaction(create)
-    except accounts.AccountNotFound as exc:
-        raise click.ClickException(f"no account with id {exc}") from exc
-    _note(f"Created {key.role} key {key.id}. Store the secret now; it is not shown again.")
-    click.echo(key.secret)
-
-
-@keys.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
-def keys_list(as_json: bool) -> None:
-    """List keys (never their secrets)."""
-
-    async def load(db: Database) -> list[accounts.KeyInfo]:
-        async with db.read() as conn:
-            return await accounts.list_keys(conn)
-
-    rows = [
-        {
-            "id": key.id,
-            "account_id": key.account_id,
-            "role": key.role,
-            "prefix": key.prefix,
-            "last4": key.last4,
-            "created_at": format_timestamp(key.created_at),
-            "revoked_at": format_optional_timestamp(key.revoked_at),
-        }
-        for key in _with_database(load)
-    ]
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    for row in rows:
-        state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
-        click.echo(
-            f"{row['id']}  {row['role']:<11}  {row['account_id'] or '-':<29}  "
-            f"{row['prefix']}…{row['last4']}  {row['created_at']}  {state}"
-        )
-
-
-@keys.command("revoke")
-@click.argument("key_id")
-def keys_revoke(key_id: str) -> None:
-    """Revoke a key; requests with it are refused from now on."""
-    if not _in_transaction(lambda conn: audited_keys.revoke_key(conn, None, key_id)):
-        raise click.ClickException(f"no key with id {key_id}")
-    click.echo(key_id)
+main.add_command(accounts_group)
+main.add_command(keys_group)
 
 
 @main.group()

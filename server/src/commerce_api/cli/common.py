@@ -1,0 +1,101 @@
+"""What every ``commerce-api`` command shares: the settings, the database, the output.
+
+Commands print their result (an id or a secret) as the last line of standard output, so
+scripts can take it with ``tail -n 1``; explanations go to standard error (:func:`_note`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import click
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from commerce_api.observability import traces
+from commerce_api.settings import Settings
+from commerce_api.storage.db import Database, UnsupportedDatabaseURL
+from commerce_api.storage.deadlines import Deadlines
+
+T = TypeVar("T")
+
+
+class ConfigurationError(click.ClickException):
+    """A setting the service cannot start with: one line on stderr, exit code 2, no traceback."""
+
+    exit_code = 2
+
+
+def _settings() -> Settings:
+    """The settings (and the OTEL_* variables' tracing, checked: ``observability.traces``)."""
+    try:
+        traces.exporter_names(os.environ)
+        return Settings()
+    except traces.TracingConfigError as exc:
+        raise ConfigurationError(str(exc)) from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"COMMERCE_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ConfigurationError(f"invalid settings: {problems}") from None
+    except Exception as exc:
+        raise ConfigurationError(f"invalid settings: {' '.join(str(exc).split())}") from None
+
+
+@asynccontextmanager
+async def _opened(settings: Settings, deadlines: Deadlines | None) -> AsyncIterator[Database]:
+    url, listen_url = settings.database_url, settings.database_listen_url
+    try:
+        db = Database(url, deadlines=deadlines, listen_url=listen_url)
+    except UnsupportedDatabaseURL as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        yield db
+    finally:
+        await db.dispose()
+
+
+def _with_database(
+    work: Callable[[Database], Awaitable[T]],
+    settings: Settings | None = None,
+    *,
+    deadlines: Deadlines | None = None,
+) -> T:
+    """Open the configured database, apply pending migrations, run ``work``, close. With
+    ``deadlines`` on its waits (the worker's), none for an operator's command."""
+    settings = settings or _settings()
+
+    async def run() -> T:
+        async with _opened(settings, deadlines) as db:
+            await db.migrate()
+            return await work(db)
+
+    return asyncio.run(run())
+
+
+def _apply_migrations(settings: Settings | None = None) -> list[str]:
+    """Apply pending migrations to the configured database; the revisions applied."""
+    settings = settings or _settings()
+
+    async def run() -> list[str]:
+        async with _opened(settings, None) as db:
+            return await db.migrate()
+
+    return asyncio.run(run())
+
+
+def _in_transaction(work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def run(db: Database) -> T:
+        async with db.write() as conn:
+            return await work(conn)
+
+    return _with_database(run)
+
+
+def _note(message: str) -> None:
+    click.echo(message, err=True)
