@@ -40,6 +40,8 @@ ITEM_MEMO_ENTRIES = 50_000  # rendered list items kept (~15 MB)
 FEED_PAGE = 2000  # products read from the change feed at a time
 APPLY_BATCH = 200  # products applied between two returns to the event loop (~5 ms)
 REBUILD_ABOVE = 50_000  # a catch-up past this many products builds the index again instead
+CHEAP_OFFSET = 1000  # a page in creation order up to here is read from the database meanwhile
+BUILD_WAIT_SECONDS = 30.0  # how long a page the database cannot answer cheaply waits for a build
 
 
 def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
@@ -113,10 +115,17 @@ class CatalogCache:
         offset: int,
         sort: str = "created_at",
     ) -> bytes | None:
-        """The page's response body, or None while there is no index."""
+        """The page's response body, or None while there is no index (and the database can
+        answer the page cheaply; a page it cannot waits for the build, up to
+        ``BUILD_WAIT_SECONDS``)."""
         index = await self._current(versions)
         if index is None:
-            return None
+            cheap = offset <= CHEAP_OFFSET and sort.removeprefix("-") == "created_at"
+            if cheap or not await self._built_within(BUILD_WAIT_SECONDS):
+                return None
+            index = await self._current(versions)
+            if index is None:
+                return None
         key = (category, sort, limit, offset)
         body = self._pages.get(key)
         if body is None:
@@ -227,6 +236,20 @@ class CatalogCache:
         self._stamp = None
         self._items.clear()
         self._changed()
+
+    async def _built_within(self, seconds: float) -> bool:
+        """Whether a running build finished within ``seconds``. A deep or sorted page would
+        cost the database an ``OFFSET`` scan or a sort of the whole catalogue (seconds, at a
+        million products), slowing the build it waits for as much as itself: it waits for the
+        build instead."""
+        building = self._build
+        if building is None or building.done():
+            return False
+        try:
+            await asyncio.wait_for(asyncio.shield(building), seconds)
+        except TimeoutError:
+            return False
+        return True
 
     def _start_build(self) -> None:
         if self._build is None or self._build.done():
