@@ -36,7 +36,7 @@ from commerce_api.storage.freshness import ChangeTracker, Versions
 logger = logging.getLogger("commerce_api.readpath")
 
 PAGE_MEMO_BYTES = 4 * 1024 * 1024  # a client walking every page cannot make it grow past this
-ITEM_MEMO_ENTRIES = 50_000  # rendered list items kept (~15 MB)
+ITEM_MEMO_ENTRIES = 20_000  # rendered list items kept (~6 MB)
 FEED_PAGE = 2000  # products read from the change feed at a time
 APPLY_BATCH = 200  # products applied between two returns to the event loop (~5 ms)
 REBUILD_ABOVE = 50_000  # a catch-up past this many products builds the index again instead
