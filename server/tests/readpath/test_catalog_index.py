@@ -75,7 +75,7 @@ def test_a_slot_order_splits_its_blocks() -> None:
         order.add(slot)
     assert list(order) == list(range(4999, -1, -1))
     assert order.window(2500, 3) == [2499, 2498, 2497]
-    assert order.bisect(-17, lambda slot: -slot) == 17
+    assert order.neighbours(-17, lambda slot: -slot) == (18, 17)
 
 
 # --- the index against the database -----------------------------------------------------------

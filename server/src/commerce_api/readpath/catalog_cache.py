@@ -281,11 +281,8 @@ class CatalogCache:
             return
         self._index = index
         self._stamp = versions.catalog
-        logger.info(
-            "built the catalogue: %s products in %.1f s",
-            len(index.orders[None, "created_at"]) if (None, "created_at") in index.orders else 0,
-            time.monotonic() - started,
-        )
+        _, count = index.window(None, "created_at", 0, 0)
+        logger.info("built the catalogue: %s products in %.1f s", count, time.monotonic() - started)
         self._changed()
         if self.on_rebuilt is not None:
             self.on_rebuilt()

@@ -73,9 +73,10 @@ class IdTable:
         self._ids = ids
         self._added: dict[str, int] = {}
         self._dropped: set[int] = set()
-        order = [] if hashes is None else sorted(range(len(hashes)), key=hashes.__getitem__)
+        hashes = array("I") if hashes is None else hashes
+        order = sorted(range(len(hashes)), key=hashes.__getitem__)
         self._slots = array("i", order)
-        self._hashes = array("I", map((hashes or array("I")).__getitem__, order))
+        self._hashes = array("I", map(hashes.__getitem__, order))
 
     def find(self, product_id: str) -> int | None:
         slot = self._added.get(product_id)

@@ -99,8 +99,11 @@ async def key_columns_postgresql(conn: asyncpg.Connection) -> AsyncIterator[KeyC
 
 def _sqlite_micros(moment: datetime) -> int:
     """``micros`` of a timestamp as SQLite stores it: UTC without a zone as the engine writes
-    it (``UTCDateTime``), or with the zone a hand-written row may carry."""
-    return (moment - (_NAIVE_EPOCH if moment.tzinfo is None else _EPOCH)) // _MICROSECOND
+    it (``UTCDateTime``). A zone a hand-written row may carry is dropped, as ``from_sqlite``
+    drops it (the change feed's rows are read with it): one product, one creation time."""
+    if moment.tzinfo is not None:
+        moment = moment.replace(tzinfo=None)
+    return (moment - _NAIVE_EPOCH) // _MICROSECOND
 
 
 async def key_columns_sqlite(path: str) -> AsyncIterator[KeyColumns]:

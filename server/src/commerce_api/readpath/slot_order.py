@@ -104,27 +104,13 @@ class SlotOrder:
             maxes[at] = self._key(block[-1])
         return True
 
-    def bisect(self, value: Any, key: Callable[[int], Any]) -> int | None:
-        """The slot whose ``key`` equals ``value``, or None; ``key`` must sort the slots as
-        this order's own key does (another spelling of it, say from other columns)."""
-        blocks = self._blocks
-        if not blocks:
-            return None
-        at = bisect_left(blocks, value, key=lambda block: key(block[-1]))
-        if at == len(blocks):
-            return None
-        block = blocks[at]
-        index = bisect_left(block, value, key=key)
-        if index < len(block) and key(block[index]) == value:
-            return block[index]
-        return None
-
     def last(self) -> int | None:
         return self._blocks[-1][-1] if self._blocks else None
 
     def neighbours(self, value: Any, key: Callable[[int], Any]) -> tuple[int | None, int | None]:
-        """The slots just before and just after where ``value`` would go (``key`` as in
-        :meth:`bisect`)."""
+        """The slots just before and just after where ``value`` would go; ``key`` must sort
+        the slots as this order's own key does (another spelling of it, say from other
+        columns)."""
         position = self._position(value, key)
         before = self.window(position - 1, 1) if position > 0 else []
         after = self.window(position, 1)
