@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from fastapi import FastAPI
-from starlette.types import Scope
+from starlette.types import ASGIApp, Message, Receive, Scope
 
 from commerce_api.app.factory import create_app
 from commerce_api.core.timestamps import utcnow
@@ -174,3 +175,36 @@ def crash_after_writing_orders(
         (batch_repository, "place_and_finish"),  # the usual batch: orders and stock at once
     ):
         monkeypatch.setattr(module, name, written_then_crash(getattr(module, name)))
+
+
+# --- an ASGI layer called in process (the server guard's tests) -----------------------------
+
+
+def guard_scope(method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None) -> Scope:
+    """An HTTP request's scope for ``/v1/orders`` from one client address."""
+    return {
+        "type": "http",
+        "method": method,
+        "path": "/v1/orders",
+        "raw_path": b"/v1/orders",
+        "query_string": b"",
+        "headers": headers or [(b"host", b"x")],
+        "client": ("192.0.2.1", 5000),
+    }
+
+
+async def sent_by(app: ASGIApp, scope: Scope, receive: Receive) -> list[Message]:
+    """The messages ``app`` sends for one request."""
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+async def never_receive(*_: Any) -> Message:
+    """A ``receive`` whose body never comes."""
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")

@@ -22,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 from commerce_api.app.serving import granian_options
 from commerce_api.http.middleware import ServerGuardMiddleware
 from commerce_api.settings import Settings
+from tests.helpers import guard_scope, never_receive, sent_by
 from tests.server_process import RunningServer, running_server
 
 SHORT_DEADLINES = {
@@ -68,36 +69,9 @@ def test_keep_alive_zero_turns_it_off_and_the_head_timeout_stands_alone() -> Non
 # --- the guard in process: what its real-socket tests (tests/cli/test_serve_guards.py) rely on --
 
 
-def _scope(method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None) -> Scope:
-    return {
-        "type": "http",
-        "method": method,
-        "path": "/v1/orders",
-        "raw_path": b"/v1/orders",
-        "query_string": b"",
-        "headers": headers or [(b"host", b"x")],
-        "client": ("192.0.2.1", 5000),
-    }
-
-
-async def _call(guard: ServerGuardMiddleware, scope: Scope, receive: Receive) -> list[Message]:
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    await guard(scope, receive, send)
-    return sent
-
-
 def _guard(app: Any, **limits: Any) -> ServerGuardMiddleware:
     options = {"max_header_bytes": 1024, "max_requests_per_client": 2, "body_timeout": 0.05}
     return ServerGuardMiddleware(app, **{**options, **limits})
-
-
-async def _never(*_: Any) -> Message:
-    await asyncio.Event().wait()
-    raise AssertionError("unreachable")
 
 
 async def test_a_failed_request_leaves_the_client_no_request_in_flight() -> None:
@@ -106,7 +80,7 @@ async def test_a_failed_request_leaves_the_client_no_request_in_flight() -> None
 
     guard = _guard(failing)
     with pytest.raises(RuntimeError):
-        await _call(guard, _scope(), _never)
+        await sent_by(guard, guard_scope(), never_receive)
     assert guard.in_flight == {}
 
 
@@ -118,9 +92,9 @@ async def test_the_head_counted_is_the_path_and_every_header_line() -> None:
     # 10 bytes of path, one header of 4 + 1000 + 4 (": " and CRLF): 1018.
     fits = [(b"x-ab", b"v" * 1000)]
     guard = _guard(ok, max_header_bytes=1018)
-    assert (await _call(guard, _scope(headers=fits), _never))[0]["status"] == 204
+    assert (await sent_by(guard, guard_scope(headers=fits), never_receive))[0]["status"] == 204
     guard = _guard(ok, max_header_bytes=1017)
-    refused = await _call(guard, _scope(headers=fits), _never)
+    refused = await sent_by(guard, guard_scope(headers=fits), never_receive)
     assert refused[0]["status"] == 431
 
 
@@ -132,7 +106,7 @@ async def test_a_body_past_its_deadline_is_answered_408_not_by_the_app() -> None
             await send({"type": "http.response.start", "status": 499, "headers": []})
             await send({"type": "http.response.body", "body": b""})
 
-    sent = await _call(_guard(reading), _scope("POST"), _never)
+    sent = await sent_by(_guard(reading), guard_scope("POST"), never_receive)
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [408]
     assert (b"connection", b"close") in sent[0]["headers"]
 
@@ -153,9 +127,9 @@ async def test_deadlines_are_per_request_and_another_cancellation_stays_one() ->
         await asyncio.sleep(0.05)
         return {"type": "http.request", "body": b"in time", "more_body": False}
 
-    stalled = asyncio.create_task(_call(guard, _scope("POST"), _never))
-    in_time = asyncio.create_task(_call(guard, _scope("POST"), late_body))
-    cancelled = asyncio.create_task(_call(guard, _scope("POST"), _never))
+    stalled = asyncio.create_task(sent_by(guard, guard_scope("POST"), never_receive))
+    in_time = asyncio.create_task(sent_by(guard, guard_scope("POST"), late_body))
+    cancelled = asyncio.create_task(sent_by(guard, guard_scope("POST"), never_receive))
     await asyncio.sleep(0.1)
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -183,7 +157,7 @@ async def test_what_follows_a_whole_body_has_no_deadline() -> None:
         assert (await receive())["body"] == b"{}"
         assert (await receive())["type"] == "http.disconnect"
 
-    assert await _call(_guard(listening), _scope("POST"), receive) == []
+    assert await sent_by(_guard(listening), guard_scope("POST"), receive) == []
 
 
 @pytest.fixture(scope="module")

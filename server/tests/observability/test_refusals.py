@@ -9,15 +9,15 @@ import logging
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import REGISTRY
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from commerce_api.http.middleware import ServerGuardMiddleware
 from commerce_api.observability.refusals import RefusalLog
+from tests.helpers import guard_scope, never_receive, sent_by
 from tests.server_process import running_server
 
 
@@ -67,31 +67,9 @@ def test_a_flood_is_one_line_per_address_and_reason_a_second_with_its_count(
 # --- the guard in process ---------------------------------------------------------------------
 
 
-def _scope(method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None) -> Scope:
-    return {
-        "type": "http",
-        "method": method,
-        "path": "/v1/orders",
-        "raw_path": b"/v1/orders",
-        "query_string": b"",
-        "headers": headers or [(b"host", b"x")],
-        "client": ("192.0.2.44", 5000),
-    }
-
-
 async def _statuses(guard: ServerGuardMiddleware, scope: Scope, receive: Receive) -> list[int]:
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    await guard(scope, receive, send)
+    sent = await sent_by(guard, scope, receive)
     return [m["status"] for m in sent if m["type"] == "http.response.start"]
-
-
-async def _never(*_: Any) -> Message:
-    await asyncio.Event().wait()
-    raise AssertionError("unreachable")
 
 
 async def test_the_guards_refusals_are_counted_by_reason(
@@ -113,13 +91,13 @@ async def test_the_guards_refusals_are_counted_by_reason(
     before = {r: refusals(r) for r in ("header_too_large", "server_busy", "request_timeout")}
     with caplog.at_level(logging.INFO, logger="commerce_api.access"):
         big = [(b"x-big", b"v" * 2000)]
-        assert await _statuses(guard, _scope(headers=big), _never) == [431]
-        held = asyncio.create_task(_statuses(guard, _scope(), _never))
+        assert await _statuses(guard, guard_scope(headers=big), never_receive) == [431]
+        held = asyncio.create_task(_statuses(guard, guard_scope(), never_receive))
         await asyncio.sleep(0)
-        assert await _statuses(guard, _scope(), _never) == [503]
+        assert await _statuses(guard, guard_scope(), never_receive) == [503]
         release.set()
         assert await held == [204]
-        assert await _statuses(guard, _scope("POST"), _never) == [408]
+        assert await _statuses(guard, guard_scope("POST"), never_receive) == [408]
     for reason in before:
         assert refusals(reason) - before[reason] == 1, reason
     assert {(r.reason, r.status) for r in _lines(caplog)} == {  # type: ignore[attr-defined]
