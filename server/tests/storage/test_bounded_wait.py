@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import asyncpg
 import httpx
@@ -34,6 +35,13 @@ ORDERS_AT = (0.0, 0.3, 1.0, 2.5)
 PRODUCTS_AT = (0.2, 1.5)
 
 Post = Callable[[], Awaitable[httpx.Response]]
+
+
+def _order(http: httpx.AsyncClient, key: str, product_id: str, n: int) -> Post:
+    """Order ``n``: one unit of the product, under its own idempotency key."""
+    headers = {**bearer(key), "Idempotency-Key": f"order-{n}"}
+    body = factories.order_body((product_id, 1))
+    return lambda: http.post("/v1/orders", json=body, headers=headers)
 
 
 def _settings(database_url: str, dispatcher: bool) -> Settings:
@@ -73,10 +81,7 @@ async def test_sqlite_writes_behind_another_processs_lock_meet_one_deadline(
         admin = (await factories.new_key(db, role="admin")).secret
         product_id = await factories.new_product(db, stock=10)
 
-        def order(n: int) -> Post:
-            headers = {**bearer(customer.secret), "Idempotency-Key": f"order-{n}"}
-            body = factories.order_body((product_id, 1))
-            return lambda: http.post("/v1/orders", json=body, headers=headers)
+        order = partial(_order, http, customer.secret, product_id)
 
         def product(n: int) -> Post:
             headers = {**bearer(admin), "Idempotency-Key": f"product-{n}"}
@@ -107,10 +112,7 @@ async def test_postgresql_writes_behind_another_hosts_row_lock_meet_one_deadline
         admin = (await factories.new_key(db, role="admin")).secret
         product_id = await factories.new_product(db, stock=10)
 
-        def order(n: int) -> Post:
-            headers = {**bearer(customer.secret), "Idempotency-Key": f"order-{n}"}
-            body = factories.order_body((product_id, 1))
-            return lambda: http.post("/v1/orders", json=body, headers=headers)
+        order = partial(_order, http, customer.secret, product_id)
 
         def rename(n: int) -> Post:
             body = {"name": f"Renamed {n}"}
