@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-import pytest
 
 from commerce_api.app.factory import create_app
 from commerce_api.settings import Settings
@@ -27,19 +26,6 @@ from tests.ratelimit.test_rate_limits import (
 )
 
 ACCOUNT_QUOTA = 500  # what the review's flood of 511 used to exhaust
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
-    if request.param == "memory":
-        yield {}
-        return
-    url = await redis_test_url()
-    prefix = unique_redis_prefix()
-    try:
-        yield {"redis_url": url, "redis_key_prefix": prefix}
-    finally:
-        await delete_redis_prefix(url, prefix)
 
 
 @asynccontextmanager

@@ -173,20 +173,6 @@ async def exhaust_quota(http: httpx.AsyncClient, key: str, clock: FakeClock, lim
     assert_rate_limited(await http.get("/v1/products", headers=bearer(key)), limit, clock)
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
-    """Settings overrides for the rate-limit store: in this process, or a real Redis."""
-    if request.param == "memory":
-        yield {}
-        return
-    url = await redis_test_url()
-    prefix = unique_redis_prefix()
-    try:
-        yield {"redis_url": url, "redis_key_prefix": prefix}
-    finally:
-        await delete_redis_prefix(url, prefix)
-
-
 # --- the quota -----------------------------------------------------------------------------------
 
 
