@@ -39,10 +39,10 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 def served() -> Any:
     """The app as ``serve``'s workers serve theirs (granian's factory target)."""
-    from commerce_api.app.serving import over_rsgi
+    from commerce_api.app.serving import in_worker
     from commerce_api.settings import Settings
 
-    return over_rsgi(app, Settings())
+    return in_worker(app, Settings())
 
 
 def main(port: int) -> None:

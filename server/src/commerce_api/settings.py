@@ -118,14 +118,14 @@ class Settings(BaseSettings):
     # head, whether new, idle after a response (keep-alive) or trickling one, is closed when it
     # has not arrived within the smaller of `header_timeout` and `keep_alive` (granian has one
     # timer for both; at most 60 s); `keep_alive` 0 turns keep-alive off. A body must arrive
-    # within `body_timeout` of its head (http/middleware.py). Each worker holds at most
+    # within `body_timeout` of its head (http/server_guard.py). Each worker holds at most
     # `max_connections` connections; more wait in the kernel's queue until one closes.
     http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     http_keep_alive_seconds: int = Field(default=5, ge=0)
     http_max_connections: int = Field(default=10_000, ge=1)
     # Requests one client address may have in flight in a worker; past it that client alone is
-    # answered 503 (http/middleware.py). With trusted proxies, the address they forward.
+    # answered 503 (http/server_guard.py). With trusted proxies, the address they forward.
     http_max_requests_per_client: int = Field(default=64, ge=1)
     # Each `serve` worker's threads run under Linux's SCHED_BATCH policy (app/serving.py): the
     # server's I/O thread and the app's thread no longer preempt each other at every hand-over.
@@ -133,13 +133,16 @@ class Settings(BaseSettings):
     http_batch_scheduling: bool = True
     # A request head (request line and headers) larger than this is answered 431.
     http_max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
+    # A request with more header lines than this is answered 431 (in the error envelope). The
+    # HTTP parser under granian refuses more than 100 itself, with a plain 431: hence the bound.
+    http_max_headers: int = Field(default=64, ge=1, le=100)
     # Addresses or networks (comma-separated, e.g. `127.0.0.1,::1` or `10.0.0.0/8`; `*` for any,
     # where only the proxy can reach the server) whose X-Forwarded-For and X-Forwarded-Proto are
     # believed. Empty: no one's; the client address is the connection's.
     trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
     # Origins (comma-separated `scheme://host[:port]`, e.g. `https://shop.example`) whose pages
-    # may read the catalogue from a browser (CORS, on the catalogue's routes only: http/cors.py).
-    # Empty: none, and no answer carries a CORS header.
+    # may call `/v1` from a browser (CORS on every `/v1` route: http/cors.py). Empty: none, no
+    # answer carries a CORS header, and every preflight is refused.
     cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
     # Production only: every answer of the app carries `Strict-Transport-Security` with this
     # max-age (a year; 0 tells browsers to forget an earlier one).

@@ -1,8 +1,10 @@
-"""CORS for storefronts (``http/cors.py``): on the catalogue's routes only, for the origins of
-``COMMERCE_CORS_ORIGINS`` only, on the fast lane and on the routes alike, on both backends."""
+"""CORS for storefronts (``http/cors.py``): on every ``/v1`` route, for the origins of
+``COMMERCE_CORS_ORIGINS`` only (a preflight from any other is refused in the envelope), on the
+fast lane and on the routes alike, on both backends."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import httpx
@@ -76,7 +78,7 @@ async def test_a_preflight_from_a_listed_origin_is_answered_without_a_key(
         assert response.status_code == 204, (path, response.text)
         assert response.content == b""
         assert response.headers["access-control-allow-origin"] == SHOP
-        assert response.headers["access-control-allow-methods"] == "GET"
+        assert "GET" in response.headers["access-control-allow-methods"]
         assert "Authorization" in response.headers["access-control-allow-headers"]
         assert response.headers["access-control-max-age"] == str(PREFLIGHT_MAX_AGE_SECONDS)
         assert response.headers["vary"] == "Origin"
@@ -111,11 +113,13 @@ async def test_errors_on_the_catalogue_carry_cors_so_the_page_can_read_them(
     assert unknown.headers["access-control-allow-origin"] == SHOP
 
 
-async def test_an_origin_not_listed_gets_no_cors(
+async def test_an_origin_not_listed_gets_no_cors_and_its_preflight_is_refused(
     client: httpx.AsyncClient, publishable_key: str, path_taken: str
 ) -> None:
     asked = await client.options("/v1/products", headers=preflight(OTHER))
-    assert_error(asked, 405, "invalid_request", reason="method_not_allowed")
+    assert_error(asked, 403, "unauthorized", reason="origin_not_allowed")
+    assert asked.json()["error"]["details"] == "Origin"
+    assert OTHER in asked.json()["error"]["message"]
     assert cors_headers(asked) == set()
     read = await client.get("/v1/products", headers={**bearer(publishable_key), "Origin": OTHER})
     assert read.status_code == 200
@@ -124,29 +128,66 @@ async def test_an_origin_not_listed_gets_no_cors(
     # An origin is matched whole: no prefix, no other scheme or port.
     for near in (SHOP + ".evil", "http://shop.example", SHOP + ":8443"):
         response = await client.options("/v1/products", headers=preflight(near))
+        assert response.status_code == 403, near
         assert cors_headers(response) == set(), near
 
 
-async def test_no_route_but_the_catalogue_reads_answers_cors(
-    client: httpx.AsyncClient, client_key: str, admin_key: str, path_taken: str
+async def test_refused_origins_are_logged_once_a_minute_each(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture, path_taken: str
 ) -> None:
-    for path in ("/v1/orders", "/v1/events", "/v1/webhook_endpoints", "/healthz", "/nowhere"):
-        asked = await client.options(path, headers=preflight(SHOP))
-        assert asked.status_code in (404, 405), path
-        assert cors_headers(asked) == set(), path
-        read = await client.get(path, headers={**bearer(client_key), "Origin": SHOP})
-        assert cors_headers(read) == set(), path
-        assert "vary" not in read.headers, path
-    # The catalogue's writes are not its reads: a browser may not make them.
+    with caplog.at_level(logging.WARNING, logger="commerce_api"):
+        for _ in range(3):
+            await client.options("/v1/orders", headers=preflight(OTHER, "POST"))
+            await client.get("/v1/products", headers={"Origin": "https://other.example"})
+        # The server's own pages (``/docs`` trying a request) are not a refused origin.
+        own = f"{client.base_url.scheme}://{client.base_url.netloc.decode()}"
+        await client.get("/v1/products", headers={"Origin": own})
+    lines = [r.getMessage() for r in caplog.records if "CORS: refused" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert OTHER in lines[0]
+    assert "preflight" in lines[0]
+    assert "https://other.example" in lines[1]
+
+
+async def test_every_v1_route_answers_cors_so_a_page_sees_its_refusals(
+    client: httpx.AsyncClient,
+    client_key: str,
+    admin_key: str,
+    publishable_key: str,
+    path_taken: str,
+) -> None:
+    for path, method in (
+        ("/v1/orders", "POST"),
+        ("/v1/events", "GET"),
+        ("/v1/webhook_endpoints", "POST"),
+        ("/v1/nowhere", "GET"),
+    ):
+        asked = await client.options(path, headers=preflight(SHOP, method))
+        assert asked.status_code == 204, path
+        assert method in asked.headers["access-control-allow-methods"], path
+        allowed = asked.headers["access-control-allow-headers"]
+        for name in ("Authorization", "Content-Type", "Idempotency-Key"):
+            assert name in allowed
+    refused = await client.get("/v1/orders", headers={**bearer(publishable_key), "Origin": SHOP})
+    assert_error(refused, 403, "unauthorized", reason="publishable_key_not_allowed")
+    assert refused.headers["access-control-allow-origin"] == SHOP
+    unknown = await client.get("/v1/nowhere", headers={**bearer(client_key), "Origin": SHOP})
+    assert unknown.status_code == 404
+    assert unknown.headers["access-control-allow-origin"] == SHOP
     created = await client.post(
         "/v1/products",
         json={"name": "Lamp", "price": 1, "category": "home", "inventory_count": 1},
         headers={**bearer(admin_key), "Origin": SHOP},
     )
     assert created.status_code == 201
-    assert cors_headers(created) == set()
-    asked = await client.options("/v1/products", headers=preflight(SHOP, "POST"))
-    assert asked.headers["access-control-allow-methods"] == "GET"
+    assert created.headers["access-control-allow-origin"] == SHOP
+    # Off /v1 (health, the console, the docs): no CORS at all.
+    for path in ("/healthz", "/nowhere"):
+        read = await client.get(path, headers={"Origin": SHOP})
+        assert cors_headers(read) == set(), path
+        assert "vary" not in read.headers, path
+        asked = await client.options(path, headers=preflight(SHOP))
+        assert cors_headers(asked) == set(), path
 
 
 async def test_preflights_are_not_counted_against_any_quota(
@@ -167,18 +208,19 @@ async def test_preflights_are_not_counted_against_any_quota(
         assert over.headers["access-control-allow-origin"] == SHOP  # the page sees Retry-After
 
 
-async def test_without_origins_no_answer_has_a_cors_header(
+async def test_without_origins_no_answer_has_a_cors_header_and_preflights_are_refused(
     database_url: str, publishable_key: str
 ) -> None:
-    async with running_app(make_settings(database_url)) as (app, http):
-        assert app.cors is None  # type: ignore[attr-defined]
+    async with running_app(make_settings(database_url)) as (_, http):
         asked = await http.options("/v1/products", headers=preflight(SHOP))
-        assert asked.status_code == 405
+        assert_error(asked, 403, "unauthorized", reason="origin_not_allowed")
         read = await http.get("/v1/products", headers={**bearer(publishable_key), "Origin": SHOP})
         assert read.status_code == 200
-        for response in (asked, read):
+        plain = await http.options("/v1/products")  # not a preflight: the routes answer it
+        assert_error(plain, 405, "invalid_request", reason="method_not_allowed")
+        for response in (asked, read, plain):
             assert cors_headers(response) == set()
-            assert "vary" not in response.headers
+        assert "vary" not in read.headers
 
 
 @pytest.mark.parametrize(
@@ -253,10 +295,10 @@ async def test_a_served_instance_answers_a_storefronts_preflight_and_read(
             orders = await http.get("/v1/orders", headers={**bearer(key), "Origin": SHOP})
     assert asked.status_code == 204
     assert asked.headers["access-control-allow-origin"] == SHOP
-    assert asked.headers["access-control-allow-methods"] == "GET"
+    assert "GET" in asked.headers["access-control-allow-methods"]
     assert read.status_code == 200
     assert read.json()["inventory_count"] == 3
     assert read.headers["access-control-allow-origin"] == SHOP
     assert read.headers["vary"] == "Origin"
     assert_error(orders, 403, "unauthorized", reason="publishable_key_not_allowed")
-    assert cors_headers(orders) == set()
+    assert orders.headers["access-control-allow-origin"] == SHOP  # the page can read it

@@ -1,7 +1,7 @@
 """``serve``'s HTTP server (granian) and the guard around the app, against a real process.
 
 The settings map onto granian's documented options (``app.serving.granian_options``); what granian
-has no setting for is ``http.middleware.ServerGuardMiddleware``. Each behaviour is checked over
+has no setting for is ``http.server_guard.ServerGuardMiddleware``. Each behaviour is checked over
 a raw socket, as a slow or hostile client would meet it.
 """
 
@@ -20,7 +20,7 @@ from granian.constants import HTTPModes, Interfaces, RuntimeModes
 from starlette.types import Message, Receive, Scope, Send
 
 from commerce_api.app.serving import granian_options
-from commerce_api.http.middleware import ServerGuardMiddleware
+from commerce_api.http.server_guard import ServerGuardMiddleware
 from commerce_api.settings import Settings
 from tests.helpers import guard_scope, never_receive, sent_by
 from tests.server_process import RunningServer, running_server
@@ -41,7 +41,7 @@ def test_the_settings_become_granians_documented_options() -> None:
         log_level="warning",
     )
     options = granian_options(settings, "127.0.0.1", 8000, 2)
-    assert options["interface"] == Interfaces.RSGI
+    assert options["interface"] == Interfaces.ASGI
     assert options["http"] == HTTPModes.http1
     assert options["factory"] is True
     assert options["workers"] == 2
@@ -70,7 +70,12 @@ def test_keep_alive_zero_turns_it_off_and_the_head_timeout_stands_alone() -> Non
 
 
 def _guard(app: Any, **limits: Any) -> ServerGuardMiddleware:
-    options = {"max_header_bytes": 1024, "max_requests_per_client": 2, "body_timeout": 0.05}
+    options = {
+        "max_header_bytes": 1024,
+        "max_headers": 64,
+        "max_requests_per_client": 2,
+        "body_timeout": 0.05,
+    }
     return ServerGuardMiddleware(app, **{**options, **limits})
 
 

@@ -204,15 +204,16 @@ def test_a_request_that_reached_no_route_is_labelled_by_its_route_or_unmatched(
 
 
 @pytest.mark.parametrize("idempotency_key", [None, "hang-up-1"])
-async def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_server_error(
+async def test_a_body_cut_short_is_a_400_not_a_server_error(
     app: FastAPI,
     client: httpx.AsyncClient,
     client_key: str,
     idempotency_key: str | None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """``ClientDisconnect`` while the body is read: not counted as a 5xx, not logged as an
-    unhandled error; counted as 499 (nginx's "client closed request")."""
+    """``ClientDisconnect`` while the body is read (a client that hung up, or a chunked body
+    with broken framing: the server cannot tell them apart): not counted as a 5xx, not logged
+    as an unhandled error; answered and counted as a 400, a refusal ``malformed_request``."""
     before = await scrape(client)
     scope = order_scope(client_key, 500, idempotency_key)
     incoming: list[Message] = [
@@ -223,15 +224,19 @@ async def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_server_error(
     async def receive() -> Message:
         return incoming.pop(0) if incoming else {"type": "http.disconnect"}
 
+    sent: list[Message] = []
+
     async def send(message: Message) -> None:
-        pass  # the client is gone
+        sent.append(message)
 
     with caplog.at_level(logging.INFO, logger="commerce_api"):
         await app(scope, receive, send)
     after = await scrape(client)
-    for status in (500, 400):
-        assert requests_counted(before, after, "/v1/orders", "POST", status) == 0
-    assert requests_counted(before, after, "/v1/orders", "POST", 499) == 1
+    assert sent[0]["status"] == 400
+    error = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]
+    assert (error["reason"], error["details"]) == ("malformed_request", "body")
+    assert requests_counted(before, after, "/v1/orders", "POST", 500) == 0
+    assert requests_counted(before, after, "/v1/orders", "POST", 400) == 1
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 from starlette.types import Receive, Scope, Send
 
-from commerce_api.http.middleware import ServerGuardMiddleware
+from commerce_api.http.server_guard import ServerGuardMiddleware
 from commerce_api.observability.refusals import RefusalLog
 from tests.helpers import guard_scope, never_receive, sent_by
 from tests.server_process import running_server
@@ -86,7 +86,7 @@ async def test_the_guards_refusals_are_counted_by_reason(
         await send({"type": "http.response.body", "body": b""})
 
     guard = ServerGuardMiddleware(
-        app, max_header_bytes=1024, max_requests_per_client=1, body_timeout=0.05
+        app, max_header_bytes=1024, max_headers=64, max_requests_per_client=1, body_timeout=0.05
     )
     before = {r: refusals(r) for r in ("header_too_large", "server_busy", "request_timeout")}
     with caplog.at_level(logging.INFO, logger="commerce_api.access"):

@@ -28,7 +28,7 @@ from commerce_api.core.errors import APIError, install_error_handlers
 from commerce_api.events import service as events
 from commerce_api.events.routes import events_router
 from commerce_api.http import idempotency
-from commerce_api.http.cors import CatalogCORS
+from commerce_api.http.cors import ApiCORS
 from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.middleware import ErrorGuardMiddleware
 from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
@@ -36,7 +36,6 @@ from commerce_api.http.pipeline import Pipeline, PipelineMiddleware, RequestObse
 from commerce_api.http.routing import (
     MethodIndex,
     StrictRoute,
-    admits_publishable_keys,
     json_response,
 )
 from commerce_api.http.schemas import ErrorResponse
@@ -162,10 +161,10 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})
 
 class CommerceAPI(FastAPI):
     """The FastAPI app, with the fast lane asked first (see fastlane.py), and before it CORS for
-    the catalogue when origins are configured (``http/cors.py``)."""
+    ``/v1`` (``http/cors.py``)."""
 
     fast_lane: FastLane | None = None
-    cors: CatalogCORS | None = None
+    cors: ApiCORS | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Off, tracing costs this one boolean (core.tracing); on, the request's span.
@@ -280,9 +279,7 @@ def create_app(settings: Settings | None = None) -> CommerceAPI:
     for router in routers:
         app.include_router(router)
     app.state.method_index = MethodIndex(routers)
-    if settings.cors_origins:
-        catalog_routes = filter(admits_publishable_keys, app.state.method_index.routes)
-        app.cors = CatalogCORS(settings.cors_origins, catalog_routes)
+    app.cors = ApiCORS(settings.cors_origins, app.state.method_index.routes)
     app.webhooks.include_router(order_webhooks)  # documented only: what deliveries look like
     install_openapi(app, PUBLIC_PATHS)
     return app

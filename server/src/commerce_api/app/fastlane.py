@@ -268,8 +268,7 @@ async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Me
 
     Reading stops once ``size`` bytes have come: the server frames the body by its
     Content-Length, so it is whole then, and what follows the body is not waited for (the full
-    stack, if it takes the request, reads it from ``receive`` after the replayed ones). Served
-    by ``serve`` (``app/rsgi.py``), a body of this size comes whole in one message."""
+    stack, if it takes the request, reads it from ``receive`` after the replayed ones)."""
     messages: list[Message] = []
     chunks: list[bytes] = []
     total = 0

@@ -24,7 +24,6 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from commerce_api.app.rsgi import RSGIApp
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE
 from commerce_api.observability.logging import logging_config
 from commerce_api.settings import Settings
@@ -57,16 +56,16 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
         header_read_timeout=max(1, min(_MAX_HEADER_READ_TIMEOUT_MS, round(head_seconds * 1000))),
         keep_alive=settings.http_keep_alive_seconds > 0,
         # granian's read buffer, which a head must fit: a head past our cap up to twice it is
-        # answered 431 by ServerGuardMiddleware (in the error envelope), a larger one by the
+        # answered 431 by http/server_guard.py (in the error envelope), a larger one by the
         # server itself, which never buffers more than this for it.
         max_buffer_size=max(_MIN_HTTP1_BUFFER_BYTES, 2 * settings.http_max_header_bytes),
     )
     return {
         "address": host,
         "port": port,
-        # RSGI: the app is ASGI, served through app/rsgi.py (why: there), its lifespan run in
-        # every worker.
-        "interface": Interfaces.RSGI,
+        # granian's ASGI interface, the app's lifespan run in every worker (granian's own RSGI
+        # interface measured no faster for this app: docs/decisions.md, "The server interface").
+        "interface": Interfaces.ASGI,
         "factory": True,
         "workers": workers,
         # HTTP/1.1 only: what nginx speaks to its upstreams, and what the limits above cover.
@@ -119,34 +118,33 @@ def check_port_free(host: str, port: int) -> None:
             raise
 
 
-def served_app() -> RSGIApp:
-    """The app as each of ``serve``'s workers runs it (granian's factory target): guarded, and
-    over RSGI."""
+def served_app() -> ASGIApp:
+    """The app as each of ``serve``'s workers runs it (granian's factory target): guarded, its
+    threads under the scheduling the settings ask for."""
     from commerce_api.app.factory import create_app
 
     _die_with_parent()
     settings = Settings()
-    return over_rsgi(guarded(create_app(settings), settings), settings)
+    return in_worker(guarded(create_app(settings), settings), settings)
 
 
-def over_rsgi(app: ASGIApp, settings: Settings) -> RSGIApp:
-    """``app`` as a worker serves it: over RSGI (``app/rsgi.py``), the worker's threads under
-    the scheduling ``settings`` asks for. (``bench/ceiling.py`` serves its app so too.)"""
-    from commerce_api.core.errors import MAX_BODY_BYTES
-
+def in_worker(app: ASGIApp, settings: Settings) -> ASGIApp:
+    """``app`` as a worker serves it: the worker's threads under the scheduling ``settings``
+    asks for. (``bench/ceiling.py`` serves its app so too.)"""
     if settings.http_batch_scheduling:
         schedule_as_batch()
-    return RSGIApp(app, whole_body_up_to=MAX_BODY_BYTES)
+    return app
 
 
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     """``app`` as ``serve`` runs it: inside ServerGuardMiddleware, inside granian's
     proxy-headers wrapper when ``COMMERCE_TRUSTED_PROXIES`` lists any proxy."""
-    from commerce_api.http.middleware import ServerGuardMiddleware
+    from commerce_api.http.server_guard import ServerGuardMiddleware
 
     app = ServerGuardMiddleware(
         app,
         max_header_bytes=settings.http_max_header_bytes,
+        max_headers=settings.http_max_headers,
         max_requests_per_client=settings.http_max_requests_per_client,
         body_timeout=settings.http_body_timeout_seconds,
     )

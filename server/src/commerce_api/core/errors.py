@@ -22,9 +22,6 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 MAX_BODY_BYTES = 1024 * 1024
-# nginx's "client closed request": the status of an answer to a client that hung up before its
-# body arrived. No one receives it; metrics and the request log count it apart from the 5xx.
-CLIENT_CLOSED_REQUEST = 499
 
 ErrorCode = Literal["invalid_request", "unauthorized", "not_found", "rate_limited", "server_error"]
 
@@ -40,6 +37,7 @@ Reason = Literal[
     "wrong_environment",
     "forbidden",
     "publishable_key_not_allowed",
+    "origin_not_allowed",
     "not_found",
     "unknown_route",
     "method_not_allowed",
@@ -74,6 +72,7 @@ REASONS: dict[Reason, tuple[int, ErrorCode]] = {
     "wrong_environment": (401, "unauthorized"),
     "forbidden": (403, "unauthorized"),
     "publishable_key_not_allowed": (403, "unauthorized"),
+    "origin_not_allowed": (403, "unauthorized"),
     "not_found": (404, "not_found"),
     "unknown_route": (404, "not_found"),
     "method_not_allowed": (405, "invalid_request"),
@@ -132,6 +131,20 @@ def invalid_request(
     message: str, details: str, status: int = 400, *, reason: Reason = "validation_failed"
 ) -> APIError:
     return APIError(status, "invalid_request", message, details, reason=reason)
+
+
+# The answer to a body that ended before it was complete. The server cannot tell a chunked
+# body with broken framing (a bad chunk size, junk where CRLF belongs, no final chunk) from a
+# client that hung up mid-body: both end the body early. Either way nothing is done, and the
+# answer is this 400 (which a client that hung up never reads).
+BODY_CUT_SHORT = (
+    "The request body ended before it was complete (its chunked framing is broken, or the "
+    "connection closed mid-body). Nothing was done; send the whole body again."
+)
+
+
+def body_cut_short() -> APIError:
+    return invalid_request(BODY_CUT_SHORT, "body", reason="malformed_request")
 
 
 def not_found(message: str, details: str, *, reason: Reason = "not_found") -> APIError:
@@ -243,8 +256,8 @@ async def _validation_handler(_request: Request, exc: Exception) -> Response:
 
 async def _http_exception_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    if isinstance(exc.__cause__, ClientDisconnect):  # FastAPI's 400 for a body never sent
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    if isinstance(exc.__cause__, ClientDisconnect):  # FastAPI's 400 for a body cut short
+        return error_response(body_cut_short())
     headers = dict(exc.headers or {})
     if exc.status_code == 404:
         error = not_found(

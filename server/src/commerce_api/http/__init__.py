@@ -5,14 +5,14 @@
   ``PipelineMiddleware`` runs it around the routes; ``RequestObserver`` hands answered
   requests to the metrics and the request log, in batches.
 - ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
-  envelope, and the one ``serve`` puts around the whole app (per-client requests in flight,
-  the head's size, the body's deadline).
+  envelope; ``server_guard``: the one ``serve`` puts around the whole app (the head's size
+  and lines, ``Host``, per-client requests in flight, the body's deadline).
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers,
   and the request's id (``new_request_id``).
 - ``dependencies``: the services container and the caller (FastAPI dependencies): which keys
   a route admits is the caller it declares (``CatalogPrincipal`` admits publishable keys).
-- ``cors``: CORS on the routes that admit publishable keys, for ``COMMERCE_CORS_ORIGINS``,
-  answered before the fast lane.
+- ``cors``: CORS on every ``/v1`` route, for ``COMMERCE_CORS_ORIGINS``, answered before the
+  fast lane.
 - ``routing``: the route class and the declarations the fast lane derives its work from
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
 - ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces

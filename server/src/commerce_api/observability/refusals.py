@@ -4,7 +4,9 @@ from one address is one line a second.
 
 The refusals are those the app gives before or instead of a route's answer: ``server_busy``
 (503, a client over its in-flight cap), ``request_timeout`` (408, a body that did not arrive in
-time), ``payload_too_large`` (413) and ``header_too_large`` (431). A line is written for the
+time), ``payload_too_large`` (413), ``header_too_large`` (431: a head too large, or with too
+many header lines) and ``malformed_request`` (400: a body cut short, or a ``Host`` header
+missing or repeated). A line is written for the
 first refusal of an address and reason in a second; those after it in the same second are
 counted, and the next line for that address and reason says how many refusals it stands for
 (``count``, itself included). The counter is exact either way.
@@ -19,7 +21,9 @@ from typing import Final, Literal, get_args
 
 from commerce_api.observability.metrics import HTTP_REFUSALS
 
-RefusalReason = Literal["server_busy", "request_timeout", "payload_too_large", "header_too_large"]
+RefusalReason = Literal[
+    "server_busy", "request_timeout", "payload_too_large", "header_too_large", "malformed_request"
+]
 
 _COUNTERS = {reason: HTTP_REFUSALS.labels(reason) for reason in get_args(RefusalReason)}
 # Past this many addresses and reasons remembered, all but this second's are forgotten (their
