@@ -32,7 +32,8 @@ ours, as ``before: <scenario>`` rows; ``x before`` is our req/s over its (``x be
 its CPU per request over ours).
 
 Results: bench/results/latest.{json,md,png} (``--output`` names them), rewritten after each
-backend and size, so an interrupted run keeps what it measured.
+backend and size, so an interrupted run keeps what it measured; a run to ``latest`` that ends
+then rewrites the table of docs/performance.md (``bench/figures.py``).
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import figures
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -959,7 +961,8 @@ def report(scenarios: list[Scenario], args: argparse.Namespace, *, final: bool =
     lines = [
         f"Interpreter: {platform.python_implementation()} {platform.python_version()} "
         f"({sys.executable}); {os.cpu_count()} CPUs; wrk -t1 -c{args.connections}; "
-        f"{args.rounds} rounds x {args.duration} s; server pinned to CPU 0, wrk to CPU 1",
+        f"{args.rounds} rounds x {args.duration} s; server pinned to CPU 0, wrk to CPU 1; "
+        f"{args.date} at {args.commit or '?'} on {args.machine}",
         "",
         "| backend | products | scenario | req/s median (min-max) | p50 ms | p99 ms "
         "| x ceiling median (min-max) | CPU µs/request | x ceiling by CPU "
@@ -1115,10 +1118,14 @@ def main() -> None:
         "measured beside ours, as 'before:' rows",
     )
     args = parser.parse_args()
+    # What the figures were taken on, kept in the JSON's args (bench/figures.py shows them).
+    args.date, args.machine = f"{datetime.now(UTC):%Y-%m-%d}", figures.machine()
+    args.commit = baseline_commit(str(ROOT))
     if shutil.which("wrk") is None:
         sys.exit("make bench needs wrk: `sudo apt-get install wrk` (Debian/Ubuntu).")
     if args.baseline is not None:
         args.baseline = str(Path(args.baseline).resolve())
+        args.baseline_commit = baseline_commit(args.baseline)
         if not os.access(baseline_cli(args), os.X_OK):
             sys.exit(
                 f"--baseline {args.baseline}: no {baseline_cli(args)} "
@@ -1144,6 +1151,8 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(scenarios, args)
+    if args.output == "latest":
+        figures.update()  # the table of docs/performance.md
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ async def insert_returning(
     looked up, never parsed): ``Compiled.positiontup`` gives their order, and the values are
     converted as :func:`insert_rows` converts them. SQLAlchemy's own executemany with
     RETURNING ("insertmanyvalues") sends the same statement but costs ~25% more per batch on
-    the order path (docs/decisions.md, "Storage on public interfaces").
+    the order path (docs/performance.md, "An order").
     """
     if not rows:
         return []

@@ -32,7 +32,7 @@ POOLED_CONNECT_ARGS: dict[str, Any] = {
 # a fresh bench database) kept scanning it whole as it grew — until autovacuum's next ANALYZE,
 # minutes later — under a hot product's lock. Custom plans know each array's length and each
 # table's current size. Measured: PostgreSQL flash sale +11 % (hot) and +14 % (spread), reads
-# unchanged (bench/results/probe-flash-custom.md).
+# unchanged (docs/performance.md, "An order").
 SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 
 

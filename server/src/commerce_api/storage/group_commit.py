@@ -17,7 +17,7 @@ to commit. One commit per request caps writes at a few hundred a second whatever
 - Each item's deadline (``Database.deadline``) is set when it is submitted, and a batch's
   transaction ends by the soonest of its items' (``write_batch(by=…)``): an item that waited
   for the batch before its own meets one deadline in all, not that batch's and then its own
-  (issue 44: an order waited 6 to 8 s behind a batch that met SQLite's lock). An item whose
+  (else an order could wait 6 to 8 s behind a batch that met SQLite's lock). An item whose
   deadline passed while it waited is answered at once (:class:`DatabaseTimeout`, a 503).
 - While a batch commits, the next requests queue up and form the next batch, so the batch grows
   with the load and one commit is shared by all the items it carries.

@@ -35,8 +35,8 @@ class WritersQueue:
                 yield
             return
         # Always with the deadline: a lock just let go is not ``locked()`` while the waiter it
-        # woke has yet to run, and an ``acquire`` then queues behind that one (issue 44: a
-        # write waited 5.5 s for a turn so begun).
+        # woke has yet to run, and an ``acquire`` then queues behind that one (a write could
+        # wait 5.5 s for a turn so begun).
         try:
             async with asyncio.timeout_at(deadline):
                 await lock.acquire()

@@ -1,4 +1,4 @@
-"""Product search on PostgreSQL moves off the products' rows (issue 30's flash sale, issue 31's
+"""Product search on PostgreSQL moves off the products' rows (the flash sale's stock decrements,
 search at 100,000 products).
 
 0009 kept a product's words in ``products.search``, a generated ``tsvector``: PostgreSQL
