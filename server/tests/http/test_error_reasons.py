@@ -195,6 +195,12 @@ async def _(w: World) -> httpx.Response:
     return await post_order(w.client, publishable.secret, body)
 
 
+@situation("origin_not_allowed")
+async def _(w: World) -> httpx.Response:
+    preflight = {"Origin": "https://unlisted.example", "Access-Control-Request-Method": "POST"}
+    return await w.client.options("/v1/orders", headers=preflight)
+
+
 @situation("not_found")
 async def _(w: World) -> httpx.Response:
     return await w.client.get("/v1/orders/ord_missing", headers=bearer(w.client_key))
