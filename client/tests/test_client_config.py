@@ -98,6 +98,16 @@ def test_a_key_for_the_other_environment_names_the_prefix_to_use(
         make(api_key=key, environment=environment, base_url=BASE_URL)
 
 
+def test_the_mismatch_reads_as_the_typescript_client_s() -> None:
+    message = (
+        "This API key (sk_live_…) is a production key, but the client is configured for sandbox. "
+        "Use a sk_sandbox_… key, or environment='production'."
+    )
+    with pytest.raises(ValueError, match="configured for sandbox") as caught:
+        make(api_key=LIVE_KEY, environment="sandbox")
+    assert str(caught.value) == message
+
+
 def test_the_environment_variable_is_checked_against_the_key_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
