@@ -1,5 +1,6 @@
 /** `CommerceClient`: configuration, the request loop with retries, and errors. */
 
+import { resolveConfig } from "./config.js";
 import { APIConnectionError, APITimeoutError, CommerceError, errorFromResponse } from "./errors.js";
 import { OPERATIONS, type Operations } from "./generated/schema.js";
 import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
@@ -13,26 +14,18 @@ import { DEFAULT_MAX_RETRIES, backoffDelayMs, delayForResponseMs, isRepeatable }
 import type { Environment } from "./types.js";
 import { VERSION } from "./version.js";
 
-export const BASE_URLS: Readonly<Record<Environment, string>> = Object.freeze({
-  production: "https://api.commerce.example/v1",
-  sandbox: "https://sandbox.api.commerce.example/v1",
-});
-
-export const KEY_PREFIXES: Readonly<Record<Environment, string>> = Object.freeze({
-  production: "sk_live_",
-  sandbox: "sk_sandbox_",
-});
-
 /** Milliseconds, for each attempt of a request. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
 export interface ClientOptions {
-  /** `sk_sandbox_…` or `sk_live_…`; default: the `COMMERCE_API_KEY` environment variable. */
+  /** `sk_sandbox_…` or `sk_live_…` (or a publishable `pk_…`); default: the `COMMERCE_API_KEY`
+   * environment variable. */
   apiKey?: string;
-  /** Default: `COMMERCE_ENVIRONMENT`, else the key's (`sk_live_…` → production,
-   * `sk_sandbox_…` → sandbox). */
+  /** Default: `COMMERCE_ENVIRONMENT`, else the key's (`sk_live_…` / `pk_live_…` → production,
+   * `sk_sandbox_…` / `pk_sandbox_…` → sandbox). A key of the other environment is refused. */
   environment?: Environment;
-  /** Overrides the environment's URL; must end in `/v1`. Default: `COMMERCE_BASE_URL`. */
+  /** The server, ending in `/v1` (a self-hosted one: `http://localhost:8000/v1`). Default:
+   * `COMMERCE_BASE_URL`, else the environment's hosted service. */
   baseUrl?: string;
   /** Retries after a connection error, a timeout, a 429, a 5xx or an in-flight idempotency
    * key: default 2, so at most 3 attempts. */
@@ -92,22 +85,6 @@ export type RequestArgs<K extends ClientOperationId> = {
   options?: RequestOptions;
 };
 
-function processEnv(name: string): string | undefined {
-  const value = globalThis.process?.env?.[name];
-  return value === "" ? undefined : value;
-}
-
-function keyEnvironment(apiKey: string): Environment | null {
-  for (const [environment, prefix] of Object.entries(KEY_PREFIXES) as [Environment, string][]) {
-    if (apiKey.startsWith(prefix)) return environment;
-  }
-  return null;
-}
-
-function isEnvironment(value: string): value is Environment {
-  return Object.hasOwn(BASE_URLS, value);
-}
-
 function userAgent(): string {
   const node = globalThis.process?.versions?.node;
   return `commerce-client-ts/${VERSION}${node ? ` node/${node}` : ""}`;
@@ -159,8 +136,8 @@ function describe(error: unknown): string {
  * for await (const product of client.products.listAll({ category: "books" })) { … }
  * ```
  *
- * Configuration mistakes (no key, an unknown environment, a `baseUrl` without `/v1`, a key for
- * the other environment) throw a `TypeError` here, before any request.
+ * Configuration mistakes (no key, an unknown environment, a `baseUrl` that is not an http(s) URL
+ * ending in `/v1`, a key for the other environment) throw a `TypeError` here, before any request.
  */
 export class CommerceClient {
   readonly environment: Environment;
@@ -184,41 +161,7 @@ export class CommerceClient {
   _sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
   constructor(options: ClientOptions = {}) {
-    const apiKey = options.apiKey ?? processEnv("COMMERCE_API_KEY");
-    if (typeof apiKey !== "string" || apiKey === "") {
-      throw new TypeError("No API key: pass { apiKey } or set the COMMERCE_API_KEY environment variable.");
-    }
-    const keyEnv = keyEnvironment(apiKey);
-    const chosen: string | null = options.environment ?? processEnv("COMMERCE_ENVIRONMENT") ?? keyEnv;
-    if (chosen === null) {
-      throw new TypeError(
-        'No environment: pass { environment: "sandbox" } or "production", or set COMMERCE_ENVIRONMENT ' +
-          "(it is also inferred from sk_sandbox_/sk_live_ keys).",
-      );
-    }
-    if (!isEnvironment(chosen)) {
-      throw new TypeError(`environment must be "production" or "sandbox", not ${JSON.stringify(chosen)}.`);
-    }
-    this.environment = chosen;
-    if (keyEnv !== null && keyEnv !== chosen) {
-      throw new TypeError(
-        `This API key (${KEY_PREFIXES[keyEnv]}…) is a ${keyEnv} key, but the client is configured for ` +
-          `${chosen}. Use a ${KEY_PREFIXES[chosen]}… key, or environment: "${keyEnv}".`,
-      );
-    }
-    const url = (options.baseUrl ?? processEnv("COMMERCE_BASE_URL") ?? BASE_URLS[chosen]).replace(/\/+$/, "");
-    if (!url.endsWith("/v1")) {
-      throw new TypeError(`baseUrl must end with the API version, /v1 (got ${JSON.stringify(url)}).`);
-    }
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      throw new TypeError(`baseUrl must be an absolute http(s) URL (got ${JSON.stringify(url)}).`);
-    }
-    if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
-      throw new TypeError(`baseUrl must be an http(s) URL (got ${JSON.stringify(url)}).`);
-    }
+    const { apiKey, environment, baseUrl } = resolveConfig(options);
     const maxRetries = checkedRetries(options.maxRetries ?? DEFAULT_MAX_RETRIES);
     const timeoutMs = checkedTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const fetchImpl = options.fetch ?? globalThis.fetch;
@@ -227,7 +170,8 @@ export class CommerceClient {
     }
     this.#apiKey = apiKey;
     this.#fetch = fetchImpl;
-    this.baseUrl = url;
+    this.environment = environment;
+    this.baseUrl = baseUrl;
     this.maxRetries = maxRetries;
     this.timeoutMs = timeoutMs;
     this.products = new Products(this);

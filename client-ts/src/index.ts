@@ -13,11 +13,10 @@
  * See the README for every resource, errors, retries and webhooks.
  */
 
+export { BASE_URLS, KEY_PREFIXES, PUBLISHABLE_KEY_PREFIXES } from "./config.js";
 export {
-  BASE_URLS,
   CommerceClient,
   DEFAULT_TIMEOUT_MS,
-  KEY_PREFIXES,
   type ClientOptions,
   type RequestOptions,
   type ResponseInfo,

@@ -4,6 +4,7 @@ in-process with the server's own services (not a test module: see conftest.py)."
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -100,6 +102,64 @@ def serve(
     try:
         _wait_until_healthy(process, url, log)
         yield f"{url}/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+
+
+@dataclass(frozen=True, slots=True)
+class DemoServer:
+    """What ``serve --demo`` prints: the URL it announces (``http://localhost:PORT/v1``) on
+    stderr, and the demo account's sandbox key on stdout."""
+
+    printed_base_url: str
+    key: str
+
+
+def _printed(path: Path, pattern: str, deadline: float) -> re.Match[str]:
+    """The first match of ``pattern`` (a line of its own, ``re.M``) in the file a process
+    writes, waiting for it until ``deadline``."""
+    while True:
+        text = path.read_text(errors="replace")
+        if match := re.search(pattern, text, re.MULTILINE):
+            return match
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no line matching {pattern!r} in {path.name}:\n{text[-4000:]}")
+        time.sleep(0.1)
+
+
+@contextmanager
+def serve_demo(workdir: Path) -> Iterator[DemoServer]:
+    """``commerce-api serve --demo`` as ``make serve`` runs it, on a free port and a fresh
+    SQLite file in ``workdir``, until the block ends. It sees no ``COMMERCE_*`` variable but
+    its database and environment."""
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_")}
+    environ |= {
+        "COMMERCE_DATABASE_URL": f"sqlite:///{workdir / 'demo.db'}",
+        "COMMERCE_ENVIRONMENT": "sandbox",
+        "PYTHONUNBUFFERED": "1",
+    }
+    stdout, stderr = workdir / f"demo-{port}.stdout", workdir / f"demo-{port}.stderr"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [COMMERCE_API, "serve", "--demo", "--host", HOST, "--port", str(port)],
+            cwd=workdir,
+            env=environ,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+        announced = _printed(stderr, r" on (http://\S+/v1)", deadline)
+        key = _printed(stdout, r"^(sk_sandbox_\w+)$", deadline)
+        _wait_until_healthy(process, f"http://{HOST}:{port}", stderr)
+        yield DemoServer(announced.group(1), key.group(1))
     finally:
         process.terminate()
         try:

@@ -79,6 +79,64 @@ def test_mismatch_is_refused_with_a_base_url_too() -> None:
         make(api_key=SANDBOX_KEY, environment="production", base_url=BASE_URL)
 
 
+@pytest.mark.parametrize(
+    ("key", "environment", "message"),
+    [
+        (
+            "pk_live_" + "a" * 32,
+            "sandbox",
+            r"\(pk_live_…\) is a production key.*Use a pk_sandbox_…",
+        ),
+        ("pk_sandbox_" + "a" * 32, "production", r"\(pk_sandbox_…\) is a sandbox key.*pk_live_…"),
+        (LIVE_KEY, "sandbox", r"\(sk_live_…\) is a production key.*Use a sk_sandbox_… key"),
+    ],
+)
+def test_a_key_for_the_other_environment_names_the_prefix_to_use(
+    key: str, environment: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        make(api_key=key, environment=environment, base_url=BASE_URL)
+
+
+def test_the_mismatch_reads_as_the_typescript_client_s() -> None:
+    message = (
+        "This API key (sk_live_…) is a production key, but the client is configured for sandbox. "
+        "Use a sk_sandbox_… key, or environment='production'."
+    )
+    with pytest.raises(ValueError, match="configured for sandbox") as caught:
+        make(api_key=LIVE_KEY, environment="sandbox")
+    assert str(caught.value) == message
+
+
+def test_the_environment_variable_is_checked_against_the_key_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COMMERCE_ENVIRONMENT", "sandbox")
+    with pytest.raises(ValueError, match="configured for sandbox"):
+        make(api_key=LIVE_KEY)
+
+
+def test_publishable_keys_tell_their_environment() -> None:
+    with make(api_key="pk_live_" + "a" * 32) as client:
+        assert client.environment == "production"
+    with make(api_key="pk_sandbox_" + "a" * 32) as client:
+        assert client.base_url == "https://sandbox.api.commerce.example/v1"
+
+
+def test_base_url_comes_from_the_environment_variable_before_the_environment_s_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COMMERCE_BASE_URL", "http://localhost:8000/v1")
+    with make(api_key=SANDBOX_KEY, environment="sandbox") as client:
+        assert client.base_url == "http://localhost:8000/v1"
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "/v1", "ftp://files.example/v1"])
+def test_base_url_must_be_an_absolute_http_url(url: str) -> None:
+    with pytest.raises(ValueError, match=r"absolute http\(s\) URL"):
+        make(api_key=SANDBOX_KEY, base_url=url)
+
+
 def test_missing_api_key_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="COMMERCE_API_KEY"):
         make(environment="sandbox")

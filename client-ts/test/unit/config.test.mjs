@@ -4,7 +4,7 @@ import { inspect } from "node:util";
 import { beforeEach, describe, test } from "node:test";
 
 import * as lib from "../../dist/index.js";
-import { BASE_URLS, CommerceClient } from "../../dist/index.js";
+import { BASE_URLS, CommerceClient, PUBLISHABLE_KEY_PREFIXES } from "../../dist/index.js";
 import { LIVE_KEY, SANDBOX_KEY, stubFetch } from "./helpers.mjs";
 
 const ENV_NAMES = ["COMMERCE_API_KEY", "COMMERCE_ENVIRONMENT", "COMMERCE_BASE_URL"];
@@ -101,6 +101,37 @@ describe("configuration", () => {
       (error) => error instanceof TypeError && /sk_sandbox_.*sandbox key.*production/.test(error.message),
     );
     assert.equal(stub.calls.length, 0);
+  });
+
+  test("the mismatch names the key's prefix and the one to use, as the Python client does", () => {
+    assert.throws(() => new CommerceClient({ apiKey: LIVE_KEY, environment: "sandbox" }), {
+      name: "TypeError",
+      message:
+        "This API key (sk_live_…) is a production key, but the client is configured for sandbox. " +
+        'Use a sk_sandbox_… key, or environment: "production".',
+    });
+  });
+
+  test("publishable keys tell their environment, and are checked against it too", () => {
+    assert.equal(new CommerceClient({ apiKey: "pk_live_0123456789" }).environment, "production");
+    assert.equal(new CommerceClient({ apiKey: "pk_sandbox_0123456789" }).baseUrl, BASE_URLS.sandbox);
+    assert.equal(PUBLISHABLE_KEY_PREFIXES.sandbox, "pk_sandbox_");
+    assert.throws(
+      () => new CommerceClient({ apiKey: "pk_live_0123456789", environment: "sandbox" }),
+      /^TypeError: This API key \(pk_live_…\) is a production key.*Use a pk_sandbox_… key/,
+    );
+    assert.throws(
+      () => new CommerceClient({ apiKey: "pk_sandbox_0123456789", environment: "production" }),
+      /\(pk_sandbox_…\) is a sandbox key.*Use a pk_live_… key/,
+    );
+  });
+
+  test("COMMERCE_BASE_URL comes before the environment's hosted service", () => {
+    process.env.COMMERCE_BASE_URL = "http://localhost:8000/v1";
+    const client = new CommerceClient({ apiKey: SANDBOX_KEY, environment: "sandbox" });
+    assert.equal(client.baseUrl, "http://localhost:8000/v1");
+    process.env.COMMERCE_BASE_URL = "";
+    assert.equal(new CommerceClient({ apiKey: SANDBOX_KEY }).baseUrl, BASE_URLS.sandbox);
   });
 
   test("a mismatch is refused even with a base URL", () => {

@@ -7,16 +7,16 @@ differ only in how they send and wait.
 from __future__ import annotations
 
 import copy
-import os
 import platform
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, Final, ParamSpec, Self, TypeVar, cast, get_args
+from typing import Any, Final, ParamSpec, Self, TypeVar
 
 import httpx
 
-from commerce_client import _parse, _response, _retry
+from commerce_client import _config, _parse, _response, _retry
+from commerce_client._config import BASE_URLS
 from commerce_client._errors import (
     APIConnectionError,
     APITimeoutError,
@@ -36,14 +36,6 @@ from commerce_client.types.rate_limit import RateLimitInfo
 
 __all__ = ["BASE_URLS", "DEFAULT_TIMEOUT", "AsyncClient", "Client"]
 
-BASE_URLS: Final[Mapping[Environment, str]] = {
-    "production": "https://api.commerce.example/v1",
-    "sandbox": "https://sandbox.api.commerce.example/v1",
-}
-KEY_PREFIXES: Final[Mapping[Environment, str]] = {
-    "production": "sk_live_",
-    "sandbox": "sk_sandbox_",
-}
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds, for each attempt of a request."""
 
@@ -51,13 +43,6 @@ _USER_AGENT: Final = f"commerce-client/{__version__} python/{platform.python_ver
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def _key_environment(api_key: str) -> Environment | None:
-    for environment, prefix in KEY_PREFIXES.items():
-        if api_key.startswith(prefix):
-            return environment
-    return None
 
 
 class _BaseClient:
@@ -82,36 +67,12 @@ class _BaseClient:
         max_retries: int,
         timeout: float | httpx.Timeout | None,
     ) -> None:
-        api_key = api_key if api_key is not None else os.environ.get("COMMERCE_API_KEY")
-        if not api_key:
-            raise ValueError(
-                "No API key: pass api_key=... or set the COMMERCE_API_KEY environment variable."
-            )
-        key_environment = _key_environment(api_key)
-        chosen = environment or os.environ.get("COMMERCE_ENVIRONMENT") or key_environment
-        if chosen is None:
-            raise ValueError(
-                "No environment: pass environment='sandbox' or 'production', or set "
-                "COMMERCE_ENVIRONMENT (it is also inferred from sk_sandbox_/sk_live_ keys)."
-            )
-        if chosen not in BASE_URLS:
-            allowed = " or ".join(repr(name) for name in get_args(Environment))
-            raise ValueError(f"environment must be {allowed}, not {chosen!r}.")
-        self.environment = cast(Environment, chosen)  # checked just above
-        if key_environment is not None and key_environment != self.environment:
-            raise ValueError(
-                f"This API key ({KEY_PREFIXES[key_environment]}…) is a {key_environment} key, "
-                f"but the client is configured for {self.environment}. Use a "
-                f"{KEY_PREFIXES[self.environment]}… key, or environment={key_environment!r}."
-            )
-        url = base_url or os.environ.get("COMMERCE_BASE_URL") or BASE_URLS[self.environment]
-        url = url.rstrip("/")
-        if not url.endswith("/v1"):
-            raise ValueError(f"base_url must end with the API version, /v1 (got {url!r}).")
+        config = _config.resolve(api_key, environment, base_url)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an integer >= 0, not {max_retries!r}.")
-        self.api_key = api_key
-        self.base_url = url
+        self.api_key = config.api_key
+        self.environment = config.environment
+        self.base_url = config.base_url
         self.max_retries = max_retries
         self.timeout = timeout
         self.extra_headers = {}

@@ -92,4 +92,11 @@ def test_the_typescript_tarball_installs_into_a_fresh_project_and_imports(
     )
     out = run("node", "--input-type=module", "-e", program, cwd=tmp_path)
     assert out.split() == ["function", "function", "0.1.0"]
-    assert (tmp_path / "node_modules" / "commerce-client" / "dist" / "index.d.ts").is_file()
+    installed = tmp_path / "node_modules" / "commerce-client" / "dist"
+    assert (installed / "index.d.ts").is_file()
+    # The CommonJS build is in the tarball too, with its declarations.
+    required = "console.log(typeof require('commerce-client').CommerceClient)"
+    assert run("node", "--input-type=commonjs", "-e", required, cwd=tmp_path).split() == [
+        "function"
+    ]
+    assert (installed / "cjs" / "index.d.ts").is_file()
