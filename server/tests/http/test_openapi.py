@@ -254,6 +254,14 @@ def test_the_served_document_is_the_one_under_test(document: dict[str, Any]) -> 
     assert document == DOCUMENT
 
 
+def test_the_document_points_only_at_what_the_service_serves() -> None:
+    """An API user reading /docs may not have this repository: no file of it is named, and
+    no link leaves the service (the examples of URLs a receiver may have are not links)."""
+    text = json.dumps(DOCUMENT)
+    assert not re.findall(r"[\w/.-]+\.md\b", text)
+    assert not re.findall(r"\]\((?:https?:)?//", text)  # no Markdown link off the service
+
+
 def test_document_is_openapi_3_1() -> None:
     assert re.fullmatch(r"3\.1\.\d+", DOCUMENT["openapi"])
 
