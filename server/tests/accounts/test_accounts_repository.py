@@ -17,7 +17,7 @@ from commerce_api.core.errors import APIError
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.http.context import RequestContext
-from commerce_api.http.pipeline import bearer_token
+from commerce_api.http.request_head import bearer_token
 from commerce_api.readpath.service import ReadPath
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import accounts as accounts_table

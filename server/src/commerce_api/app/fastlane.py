@@ -44,16 +44,15 @@ from commerce_api.app.fastlane_routes import ServedRoute, Unserved
 from commerce_api.app.services import Services
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError, render_exception
 from commerce_api.http import idempotency
+from commerce_api.http.authentication import authenticate
 from commerce_api.http.context import context
 from commerce_api.http.middleware import unexpected_failure
-from commerce_api.http.pipeline import (
-    Pipeline,
-    authenticate,
+from commerce_api.http.pipeline import Pipeline, own_headers
+from commerce_api.http.request_head import (
     authorization,
     declares_body,
     header_text,
     json_body_size,
-    own_headers,
     request_headers,
 )
 from commerce_api.http.routing import keyed_request, run_self_managed, served_first_as

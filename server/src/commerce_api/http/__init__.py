@@ -7,6 +7,8 @@
 - ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
   envelope; ``server_guard``: the one ``serve`` puts around the whole app (the head's size
   and lines, ``Host``, per-client requests in flight, the body's deadline).
+- ``authentication``: the request's caller, checked once and memoised in its context;
+  ``request_head``: the head read by name (the body's framing, the key) for the fast lane.
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers,
   and the request's id (``new_request_id``).
 - ``dependencies``: the services container and the caller (FastAPI dependencies): which keys

@@ -44,8 +44,8 @@ from a server, or in a storefront's pages a publishable key (`pk_…`), which re
 `publishable_key_not_allowed`). Errors always have
 the body `{"error": {"code", "reason", "message", "details"}}`, where `reason` is a stable word a
 program can switch on (`insufficient_stock`, `idempotency_key_in_use`, …: the `reason` of the
-`ErrorDetail` schema below lists every one) and `details` names the offending parameter. Money is a JSON number with
-at most two decimals; timestamps are ISO 8601 UTC.
+`ErrorDetail` schema below lists every one) and `details` names the offending parameter. Money
+is a JSON number with at most two decimals; timestamps are ISO 8601 UTC.
 """
 
 

@@ -5,16 +5,16 @@ routes, behind :class:`PipelineMiddleware`. Both finish it here, with one implem
 each concern:
 
 - the request's :class:`~commerce_api.http.context.RequestContext` (its id, its caller, ...);
-- authentication (:func:`authenticate`, memoised in the context; the routes' dependency and
-  the fast lane call it);
+- authentication (``http.authentication.authenticate``, memoised in the context; the routes'
+  dependency and the fast lane call it);
 - the rate limit: the request counted against its quota once (:meth:`Pipeline.admit`), a 429
   when it is over, the ``X-RateLimit-*`` headers on every answer;
 - the headers every answer carries (:meth:`Pipeline.headers`: the rate-limit headers, the
   request id, ``nosniff``, HSTS in production);
 - metrics and the request log (:meth:`Pipeline.observe`, labelled by route template): one note
   per answer, handed to both in batches (:class:`RequestObserver`);
-- the request head as a path that answers before the routes reads it (:func:`request_headers`
-  and the functions after it: the body's framing, the key), so the fast lane names no header.
+- the request head as a path that answers before the routes reads it is
+  ``http.request_head``'s (the body's framing, the key), so the fast lane names no header.
 
 The contract's 500 (and the 503 of a full disk) is ``middleware.unexpected_failure``, used by
 the error guard inside this layer and by the fast lane.
@@ -32,9 +32,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from commerce_api.accounts.service import Principal
 from commerce_api.core import tracing
-from commerce_api.core.errors import APIError, error_body, unauthorized
+from commerce_api.core.errors import error_body
+from commerce_api.http.authentication import authenticate
 from commerce_api.http.context import RequestContext, client_address, context
-from commerce_api.http.services import Authenticator, RequestServices
+from commerce_api.http.request_head import authorization_header
+from commerce_api.http.services import RequestServices
 from commerce_api.observability import AnsweredRequest
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.batching import Batch
@@ -54,6 +56,8 @@ if TYPE_CHECKING:
 # For the operator's infrastructure: not counted against any quota.
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", METRICS_PATH})
 JSON_HEADER = (b"content-type", b"application/json")
+_CONTENT_TYPE = b"content-type"
+_CONTENT_LENGTH = b"content-length"
 
 
 def common_headers(settings: Settings) -> list[tuple[bytes, bytes]]:
@@ -67,94 +71,12 @@ def common_headers(settings: Settings) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-async def authenticate(
-    read_path: Authenticator, ctx: RequestContext, authorization: str | None
-) -> Principal:
-    """The caller of this request (401 without a valid key), memoised: failures too."""
-    if ctx.principal is not None:
-        return ctx.principal
-    if ctx.auth_error is not None:
-        raise ctx.auth_error
-    try:
-        principal = await read_path.authenticate(bearer_token(authorization), ctx)
-    except APIError as exc:
-        ctx.auth_error = exc
-        raise
-    ctx.principal = principal
-    return principal
-
-
-# --- the request's head, as a path that answers before the routes reads it ----------------------
-
-_AUTHORIZATION = b"authorization"
-_CONTENT_TYPE = b"content-type"
-_CONTENT_LENGTH = b"content-length"
-_TRANSFER_ENCODING = b"transfer-encoding"
-_JSON_TYPE = JSON_HEADER[1]
-
-
-def request_headers(scope: Scope) -> dict[bytes, bytes] | None:
-    """The request's headers by (lower-case) name; None when one is repeated (a form only the
-    routes answer)."""
-    found: dict[bytes, bytes] = {}
-    for name, value in scope["headers"]:
-        if name in found:
-            return None
-        found[name] = value
-    return found
-
-
-def declares_body(headers: dict[bytes, bytes]) -> bool:
-    """Whether the request says a body follows (a length or a transfer coding)."""
-    return _CONTENT_LENGTH in headers or _TRANSFER_ENCODING in headers
-
-
-def json_body_size(headers: dict[bytes, bytes]) -> int | None:
-    """The size of a body in its plain form: ``application/json`` of a stated length, not
-    chunked; None for any other form."""
-    if headers.get(_CONTENT_TYPE) != _JSON_TYPE or _TRANSFER_ENCODING in headers:
-        return None
-    try:
-        return int(headers.get(_CONTENT_LENGTH, b""))
-    except ValueError:
-        return None
-
-
-def header_text(headers: dict[bytes, bytes], lower_name: bytes) -> str | None:
-    value = headers.get(lower_name)
-    return None if value is None else value.decode("latin-1")
-
-
-def bearer_token(authorization: str | None) -> str:
-    """The key from an ``Authorization: Bearer …`` header, or a 401 saying what is wrong."""
-    if not authorization:
-        raise unauthorized(
-            "Missing API key. Send it as `Authorization: Bearer <API_KEY>`.",
-            "Authorization",
-            reason="missing_api_key",
-        )
-    scheme, _, token = authorization.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        raise unauthorized(
-            "Malformed Authorization header. Send `Authorization: Bearer <API_KEY>`.",
-            "Authorization",
-            reason="malformed_authorization",
-        )
-    return token
-
-
-def authorization(headers: dict[bytes, bytes]) -> str | None:
-    """The Authorization header of ``request_headers``."""
-    return header_text(headers, _AUTHORIZATION)
-
-
 class RenderedJSON(Response):
     """A 200 whose JSON body is already rendered (a cached page or product): Starlette's
     ``Response`` with the same two headers, in the same order, without its general
     constructor's work (one is made per catalogue read)."""
 
-    media_type = _JSON_TYPE.decode()
+    media_type = JSON_HEADER[1].decode()
 
     def __init__(self, body: bytes) -> None:
         self.status_code = 200
@@ -172,15 +94,6 @@ def own_headers(response: Response) -> list[tuple[bytes, bytes]]:
         for name, value in response.raw_headers
         if name != _CONTENT_TYPE and name != _CONTENT_LENGTH
     ]
-
-
-def authorization_header(scope: Scope) -> str | None:
-    """The request's Authorization header (the first, as Starlette's ``headers.get``)."""
-    for name, value in scope["headers"]:
-        if name == _AUTHORIZATION:
-            text: str = value.decode("latin-1")
-            return text
-    return None
 
 
 class RequestObserver:

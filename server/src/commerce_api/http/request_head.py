@@ -1,0 +1,80 @@
+"""The request's head, as a path that answers before the routes reads it (the fast lane, the
+pipeline): headers by name, the body's framing, the API key. Plain functions over the ASGI
+scope, so that no other layer names a header."""
+
+from __future__ import annotations
+
+from starlette.types import Scope
+
+from commerce_api.core.errors import unauthorized
+
+_AUTHORIZATION = b"authorization"
+_CONTENT_TYPE = b"content-type"
+_CONTENT_LENGTH = b"content-length"
+_TRANSFER_ENCODING = b"transfer-encoding"
+_JSON_TYPE = b"application/json"
+
+
+def request_headers(scope: Scope) -> dict[bytes, bytes] | None:
+    """The request's headers by (lower-case) name; None when one is repeated (a form only the
+    routes answer)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        if name in found:
+            return None
+        found[name] = value
+    return found
+
+
+def declares_body(headers: dict[bytes, bytes]) -> bool:
+    """Whether the request says a body follows (a length or a transfer coding)."""
+    return _CONTENT_LENGTH in headers or _TRANSFER_ENCODING in headers
+
+
+def json_body_size(headers: dict[bytes, bytes]) -> int | None:
+    """The size of a body in its plain form: ``application/json`` of a stated length, not
+    chunked; None for any other form."""
+    if headers.get(_CONTENT_TYPE) != _JSON_TYPE or _TRANSFER_ENCODING in headers:
+        return None
+    try:
+        return int(headers.get(_CONTENT_LENGTH, b""))
+    except ValueError:
+        return None
+
+
+def header_text(headers: dict[bytes, bytes], lower_name: bytes) -> str | None:
+    value = headers.get(lower_name)
+    return None if value is None else value.decode("latin-1")
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The key from an ``Authorization: Bearer …`` header, or a 401 saying what is wrong."""
+    if not authorization:
+        raise unauthorized(
+            "Missing API key. Send it as `Authorization: Bearer <API_KEY>`.",
+            "Authorization",
+            reason="missing_api_key",
+        )
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized(
+            "Malformed Authorization header. Send `Authorization: Bearer <API_KEY>`.",
+            "Authorization",
+            reason="malformed_authorization",
+        )
+    return token
+
+
+def authorization(headers: dict[bytes, bytes]) -> str | None:
+    """The Authorization header of ``request_headers``."""
+    return header_text(headers, _AUTHORIZATION)
+
+
+def authorization_header(scope: Scope) -> str | None:
+    """The request's Authorization header (the first, as Starlette's ``headers.get``)."""
+    for name, value in scope["headers"]:
+        if name == _AUTHORIZATION:
+            text: str = value.decode("latin-1")
+            return text
+    return None
