@@ -7,6 +7,8 @@
 - ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
   envelope, and the one ``serve`` puts around the whole app (per-client requests in flight,
   the head's size, the body's deadline).
+- ``errors``: the error contract (``core.errors``) as responses, and FastAPI's and Starlette's
+  own exceptions translated into it.
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers,
   and the request's id (``new_request_id``).
 - ``dependencies``: the services container and the caller (FastAPI dependencies): which keys
@@ -15,6 +17,8 @@
   answered before the fast lane.
 - ``routing``: the route class and the declarations the fast lane derives its work from
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
+- ``paging``: the query parameters every list endpoint pages with (``limit``, ``offset``,
+  ``starting_after``, ``created_gte``, ``created_lt``).
 - ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces
   every resource shares.
 - ``openapi``: the published OpenAPI document and ``/docs``.
