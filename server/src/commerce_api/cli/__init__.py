@@ -3,9 +3,9 @@
 Commands print their result (an id or a secret) as the last line of standard output, so
 scripts can take it with ``tail -n 1``; explanations go to standard error.
 
-Each command imports what it runs inside its own function: the server, the services and the
-database driver take seconds to import together, and ``--help`` or ``keys list`` need none of
-the server (``tests/cli/test_cli_imports.py`` holds them to that).
+Each command imports what it runs inside its own function: importing the server, the services
+and the database layer together took most of every command's start, and ``--help`` or ``keys
+list`` need none of the server (``tests/cli/test_cli_imports.py`` holds them to that).
 """
 
 from __future__ import annotations
