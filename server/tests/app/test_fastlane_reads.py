@@ -26,8 +26,8 @@ from starlette.routing import Match, Route
 
 from commerce_api.app.fastlane import FastLane
 from commerce_api.app.services import Services
-from commerce_api.core.pagination import Limit
 from commerce_api.http.declaration import path_pattern
+from commerce_api.http.paging import Limit
 from commerce_api.http.routing import StrictRoute, json_response, served_first
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings

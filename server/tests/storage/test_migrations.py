@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import repository as catalog
+from commerce_api.storage import migrations
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import in_metadata, metadata
 from tests.helpers import head_revision
@@ -91,6 +92,35 @@ def _schema_diff(sync_conn: Connection) -> list[Any]:
 
 async def test_alembic_version_is_head(db: Database) -> None:
     assert await current_version(db) == [head_revision()]
+
+
+def test_the_file_names_give_alembics_head() -> None:
+    """``migrations.head_revision`` reads the head from the file names, without alembic: each
+    file starts with its revision, and the newest is alembic's head."""
+    from alembic.script import ScriptDirectory
+
+    scripts = list(ScriptDirectory.from_config(migrations.alembic_config()).walk_revisions())
+    assert [Path(script.path).name[:5] for script in scripts] == [
+        f"{script.revision}_" for script in scripts
+    ]
+    assert migrations.head_revision() == head_revision()
+
+
+async def test_migrate_reads_the_revision_and_does_nothing_at_head(
+    empty_database_url: str,
+) -> None:
+    db = Database(empty_database_url)
+    try:
+        async with db.read() as conn:
+            assert await conn.run_sync(migrations.current_revision) is None
+        applied = await db.migrate()
+        assert applied[0] == "0001"
+        assert applied[-1] == head_revision()
+        async with db.read() as conn:
+            assert await conn.run_sync(migrations.current_revision) == head_revision()
+        assert await db.migrate() == []
+    finally:
+        await db.dispose()
 
 
 async def test_migrate_is_idempotent_and_keeps_data(db: Database) -> None:

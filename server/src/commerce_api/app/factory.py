@@ -24,12 +24,13 @@ from commerce_api.catalog.routes import router as catalog_router
 from commerce_api.console import routes as console
 from commerce_api.console.routes import router as console_router
 from commerce_api.core import tracing
-from commerce_api.core.errors import APIError, install_error_handlers
+from commerce_api.core.errors import APIError
 from commerce_api.events import service as events
 from commerce_api.events.routes import events_router
 from commerce_api.http import idempotency
 from commerce_api.http.cors import ApiCORS
 from commerce_api.http.dependencies import ServicesDep
+from commerce_api.http.errors import install_error_handlers
 from commerce_api.http.middleware import ErrorGuardMiddleware
 from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
 from commerce_api.http.pipeline import Pipeline, PipelineMiddleware, RequestObserver

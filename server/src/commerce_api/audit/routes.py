@@ -9,17 +9,9 @@ from starlette.responses import Response
 
 from commerce_api.audit import service
 from commerce_api.audit.schemas import AuditEventList
-from commerce_api.core.pagination import (
-    DEFAULT_PAGE_SIZE,
-    MAX_ID_LENGTH,
-    CreatedGte,
-    CreatedLt,
-    Limit,
-    Offset,
-    StartingAfter,
-    newest_first_paging,
-)
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, MAX_ID_LENGTH, newest_first_paging
 from commerce_api.http.dependencies import AdminPrincipal, ServicesDep
+from commerce_api.http.paging import CreatedGte, CreatedLt, Limit, Offset, StartingAfter
 from commerce_api.http.routing import StrictRoute, error_responses, json_response
 from commerce_api.http.schemas import SingleLine
 

@@ -19,7 +19,7 @@ from commerce_api.catalog.schemas import (
     ProductSort,
     ProductUpdate,
 )
-from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, clamp
 from commerce_api.http import idempotency
 from commerce_api.http.dependencies import (
     AdminPrincipal,
@@ -27,6 +27,7 @@ from commerce_api.http.dependencies import (
     RequestContextDep,
     ServicesDep,
 )
+from commerce_api.http.paging import Limit, Offset
 from commerce_api.http.pipeline import RenderedJSON
 from commerce_api.http.routing import (
     StrictRoute,

@@ -2,25 +2,24 @@
 
 Commands print their result (an id or a secret) as the last line of standard output, so
 scripts can take it with ``tail -n 1``; explanations go to standard error.
+
+Each command imports what it runs inside its own function: importing the server, the services
+and the database layer together took most of every command's start, and ``--help`` or ``keys
+list`` need none of the server (``tests/cli/test_cli_imports.py`` holds them to that).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import logging.config
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from commerce_api import demo as demo_setup
-from commerce_api.app.serving import check_port_free, granian_options, metrics_directory, served_app
-from commerce_api.catalog import importing
-from commerce_api.catalog.import_file import ImportFile
-from commerce_api.catalog.import_report import ImportReport
 from commerce_api.cli.accounts import accounts_group, keys_group
 from commerce_api.cli.common import (
     ConfigurationError,
@@ -30,14 +29,11 @@ from commerce_api.cli.common import (
     _settings,
     _with_database,
 )
-from commerce_api.core.errors import APIError
-from commerce_api.observability import traces
-from commerce_api.observability.logging import logging_config
-from commerce_api.orders import service as orders_service
-from commerce_api.settings import Settings
-from commerce_api.storage.crypto import SecretKeyMissing, check_secret_key
-from commerce_api.storage.db import Database
-from commerce_api.storage.migrations import describe
+
+if TYPE_CHECKING:
+    from commerce_api.demo import DemoSeed
+    from commerce_api.settings import Settings
+    from commerce_api.storage.db import Database
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -65,6 +61,14 @@ def main() -> None:
 def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -> None:
     """Apply pending migrations, then serve the API."""
     from granian import Granian
+
+    from commerce_api.app.serving import (
+        check_port_free,
+        granian_options,
+        metrics_directory,
+        served_app,
+    )
+    from commerce_api.storage.crypto import SecretKeyMissing, check_secret_key
 
     settings = _settings()
     if demo and settings.environment == "production":
@@ -121,10 +125,12 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
 def _set_up_demo(settings: Settings, base: str) -> None:
     """Load the demo catalogue into an empty database and print the demo key: the one kept
     beside the database from an earlier start while it is valid, else a new one (kept there)."""
+    from commerce_api import demo as demo_setup
+
     key_file = demo_setup.demo_key_path(settings.database_url, Path.cwd())
     kept = demo_setup.read_kept_key(key_file) if key_file is not None else None
 
-    async def seed(db: Database) -> demo_setup.DemoSeed:
+    async def seed(db: Database) -> DemoSeed:
         async with db.write() as conn:
             return await demo_setup.seed_demo(conn, settings.environment, kept)
 
@@ -145,7 +151,11 @@ def _set_up_demo(settings: Settings, base: str) -> None:
 @main.command()
 def worker() -> None:
     """Run the webhook dispatcher alone (no HTTP), until SIGINT or SIGTERM."""
+    import logging.config
+
     from commerce_api.app.services import database_deadlines
+    from commerce_api.observability import traces
+    from commerce_api.observability.logging import logging_config
     from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
     from commerce_api.webhooks.service import open_secret_box
 
@@ -172,6 +182,8 @@ def worker() -> None:
 @main.command()
 def migrate() -> None:
     """Apply pending database migrations; name each one applied."""
+    from commerce_api.storage.migrations import describe
+
     applied = _apply_migrations()
     for revision in applied:
         click.echo(f"Applied {revision}: {describe(revision)}")
@@ -195,6 +207,10 @@ def products_import(file: Path) -> None:
 
     Each record has name, description, price, category, inventory_count; a record with an id
     updates that product instead of creating one. Progress on a terminal; a summary after."""
+    from commerce_api.catalog import importing
+    from commerce_api.catalog.import_file import ImportFile
+    from commerce_api.catalog.import_report import ImportReport
+
     gc.freeze()  # the collector then skips the process's long-lived objects at each batch
     with ImportFile(file) as source, ImportReport(source, sys.stderr) as report:
         try:
@@ -222,6 +238,9 @@ def orders_fulfill(
 ) -> None:
     """Mark a pending order fulfilled (sends order.fulfilled, with the tracking if given);
     prints its id."""
+    from commerce_api.core.errors import APIError
+    from commerce_api.orders import service as orders_service
+
     environment = _settings().environment
     try:
         tracking = orders_service.tracking_from_fields(carrier, tracking_number, tracking_url)

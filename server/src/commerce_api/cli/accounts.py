@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.accounts import service as accounts
-from commerce_api.audit import keys as audited_keys
 from commerce_api.cli.common import _in_transaction, _note, _settings, _with_database
 from commerce_api.cli.tables import echo_listing
-from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
-from commerce_api.storage.db import Database
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from commerce_api.accounts import service as accounts
+    from commerce_api.storage.db import Database
 
 
 @click.group("accounts")
@@ -30,6 +31,8 @@ def accounts_group() -> None:
 )
 def accounts_create(name: str, tier: str) -> None:
     """Create an account; prints its id."""
+    from commerce_api.audit import keys as audited_keys
+
     if not name.strip():
         raise click.BadParameter("must not be empty", param_hint="NAME")
     account_id = _in_transaction(
@@ -52,6 +55,8 @@ ACCOUNT_COLUMNS = {
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def accounts_list(as_json: bool) -> None:
     """List accounts, oldest first: a table with a header row, or JSON."""
+    from commerce_api.accounts import service as accounts
+    from commerce_api.core.timestamps import format_timestamp
 
     async def load(db: Database) -> list[accounts.AccountInfo]:
         async with db.read() as conn:
@@ -87,6 +92,9 @@ def keys_group() -> None:
 )
 def keys_create(account_id: str | None, admin: bool, publishable: bool) -> None:
     """Create a key and print it (it is shown only this once)."""
+    from commerce_api.accounts import service as accounts
+    from commerce_api.audit import keys as audited_keys
+
     if admin and publishable:
         raise click.UsageError("--admin and --publishable exclude each other")
     role: accounts.Role = "admin" if admin else "publishable" if publishable else "client"
@@ -125,6 +133,8 @@ KEY_COLUMNS = {
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def keys_list(as_json: bool) -> None:
     """List keys (never their secrets): a table with a header row, or JSON."""
+    from commerce_api.accounts import service as accounts
+    from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
 
     async def load(db: Database) -> list[accounts.KeyInfo]:
         async with db.read() as conn:
@@ -151,6 +161,8 @@ def keys_list(as_json: bool) -> None:
 @click.argument("key_id")
 def keys_revoke(key_id: str) -> None:
     """Revoke a key; requests with it are refused from now on."""
+    from commerce_api.audit import keys as audited_keys
+
     if not _in_transaction(lambda conn: audited_keys.revoke_key(conn, None, key_id)):
         raise click.ClickException(f"no key with id {key_id}")
     click.echo(key_id)

@@ -2,6 +2,10 @@
 
 Commands print their result (an id or a secret) as the last line of standard output, so
 scripts can take it with ``tail -n 1``; explanations go to standard error (:func:`_note`).
+
+The settings and the database are imported when a command first asks for them, not with this
+module: ``commerce-api --help`` needs neither, and every command starts sooner for what it
+does not import (``tests/cli/test_cli_imports.py``).
 """
 
 from __future__ import annotations
@@ -10,16 +14,16 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
-from pydantic import ValidationError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.observability import traces
-from commerce_api.settings import Settings
-from commerce_api.storage.db import Database, UnsupportedDatabaseURL
-from commerce_api.storage.deadlines import Deadlines
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from commerce_api.settings import Settings
+    from commerce_api.storage.db import Database
+    from commerce_api.storage.deadlines import Deadlines
 
 T = TypeVar("T")
 
@@ -32,6 +36,11 @@ class ConfigurationError(click.ClickException):
 
 def _settings() -> Settings:
     """The settings (and the OTEL_* variables' tracing, checked: ``observability.traces``)."""
+    from pydantic import ValidationError
+
+    from commerce_api.observability import traces
+    from commerce_api.settings import Settings
+
     try:
         traces.exporter_names(os.environ)
         return Settings()
@@ -49,6 +58,8 @@ def _settings() -> Settings:
 
 @asynccontextmanager
 async def _opened(settings: Settings, deadlines: Deadlines | None) -> AsyncIterator[Database]:
+    from commerce_api.storage.db import Database, UnsupportedDatabaseURL
+
     url, listen_url = settings.database_url, settings.database_listen_url
     try:
         db = Database(url, deadlines=deadlines, listen_url=listen_url)

@@ -1,44 +1,21 @@
-"""Pagination, the same for every list: limits, the query parameters, the object; and the
-window of the newest-first lists (orders, events): a creation-time range and a cursor."""
+"""Pagination, the same for every list: limits and the object; and the window of the
+newest-first lists (orders, events): a creation-time range and a cursor. The query parameters
+that carry them are declared in ``http/paging.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Annotated, Any, TypedDict, TypeVar
-
-from fastapi import Query
+from typing import Any, TypedDict, TypeVar
 
 from commerce_api.core.errors import APIError, not_found
-from commerce_api.core.timestamps import Timestamp
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 # Offsets beyond 2**53 - 1 cannot be represented by JavaScript clients; no list gets there.
 MAX_OFFSET = 2**53 - 1
 MAX_ID_LENGTH = 64  # the ids' column
-
-Limit = Annotated[int, Query(ge=1, description="Page size; values above 100 are clamped to 100.")]
-Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Number of items to skip.")]
-StartingAfter = Annotated[
-    str | None,
-    Query(
-        min_length=1,
-        max_length=MAX_ID_LENGTH,
-        description="A cursor: the items after the one with this id, in the list's order "
-        "(pass the last id of a page to get the next). Items created meanwhile never shift "
-        "it; an `offset` counts from it. An id you cannot see is a 404.",
-    ),
-]
-CreatedGte = Annotated[
-    Timestamp | None,
-    Query(description="Only items created at or after this time (RFC 3339, with its zone)."),
-]
-CreatedLt = Annotated[
-    Timestamp | None,
-    Query(description="Only items created before this time (RFC 3339, with its zone)."),
-]
 
 
 def clamp(limit: int) -> int:

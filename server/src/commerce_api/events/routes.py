@@ -7,20 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from commerce_api.core.pagination import (
-    DEFAULT_PAGE_SIZE,
-    MAX_ID_LENGTH,
-    CreatedGte,
-    CreatedLt,
-    Limit,
-    Offset,
-    StartingAfter,
-    newest_first_paging,
-)
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, MAX_ID_LENGTH, newest_first_paging
 from commerce_api.events import service
 from commerce_api.events.schemas import EventList, EventWithDeliveries
 from commerce_api.http import idempotency
 from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.http.paging import CreatedGte, CreatedLt, Limit, Offset, StartingAfter
 from commerce_api.http.routing import StrictRoute, error_responses, json_response
 from commerce_api.http.schemas import SingleLine
 from commerce_api.webhooks.schemas import EventType

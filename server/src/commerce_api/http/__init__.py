@@ -9,6 +9,8 @@
   and lines, ``Host``, per-client requests in flight, the body's deadline).
 - ``authentication``: the request's caller, checked once and memoised in its context;
   ``request_head``: the head read by name (the body's framing, the key) for the fast lane.
+- ``errors``: the error contract (``core.errors``) as responses, and FastAPI's and Starlette's
+  own exceptions translated into it.
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers,
   and the request's id (``new_request_id``).
 - ``dependencies``: the services container and the caller (FastAPI dependencies): which keys
@@ -17,6 +19,8 @@
   fast lane.
 - ``routing``: the route class and the declarations the fast lane derives its work from
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
+- ``paging``: the query parameters every list endpoint pages with (``limit``, ``offset``,
+  ``starting_after``, ``created_gte``, ``created_lt``).
 - ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces
   every resource shares.
 - ``openapi``: the published OpenAPI document and ``/docs``.

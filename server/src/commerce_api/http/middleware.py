@@ -22,14 +22,9 @@ import sqlite3
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from commerce_api.core.errors import (
-    BODY_CUT_SHORT,
-    MAX_BODY_BYTES,
-    BodyTooLarge,
-    error_body,
-    server_error,
-)
+from commerce_api.core.errors import BODY_CUT_SHORT, MAX_BODY_BYTES, error_body, server_error
 from commerce_api.http.context import client_address, context
+from commerce_api.http.errors import BodyTooLarge
 from commerce_api.observability import metrics
 from commerce_api.observability.refusals import REFUSALS
 from commerce_api.storage.deadlines import causes, is_database_timeout, is_database_unavailable

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
-from commerce_api.core.errors import REASONS, Reason, invalid_request, render_exception
+from commerce_api.core.errors import REASONS, Reason, invalid_request
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
 from commerce_api.http.declaration import (
@@ -28,6 +28,7 @@ from commerce_api.http.dependencies import (
     current_principal,
     get_services,
 )
+from commerce_api.http.errors import render_exception
 from commerce_api.http.schemas import ErrorResponse
 from commerce_api.http.services import RequestServices
 

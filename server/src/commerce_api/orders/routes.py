@@ -8,18 +8,11 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from commerce_api.core import tracing
-from commerce_api.core.pagination import (
-    DEFAULT_PAGE_SIZE,
-    CreatedGte,
-    CreatedLt,
-    Limit,
-    Offset,
-    StartingAfter,
-    newest_first_paging,
-)
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, newest_first_paging
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
 from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.http.paging import CreatedGte, CreatedLt, Limit, Offset, StartingAfter
 from commerce_api.http.routing import (
     StrictRoute,
     error_responses,

@@ -31,9 +31,8 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -42,6 +41,9 @@ from commerce_api.storage.db import CHANGED, Database, Executor
 from commerce_api.storage.faults import log_failure
 from commerce_api.storage.heartbeat import Heartbeat
 from commerce_api.storage.instance import set_value
+
+if TYPE_CHECKING:
+    import asyncpg
 
 logger = logging.getLogger("commerce_api.readpath")
 
@@ -271,6 +273,8 @@ class PostgresTracker:
         return tracker
 
     async def _listen(self) -> None:
+        import asyncpg  # here: a process on SQLite (a CLI command) never loads the driver
+
         assert self._dsn is not None  # open() never listens without one
         connection = await asyncpg.connect(self._dsn, **self._options)
         connection.add_termination_listener(self._lost)

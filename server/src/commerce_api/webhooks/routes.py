@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, Limit, Offset, clamp
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, clamp
 from commerce_api.http import idempotency
 from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.http.paging import Limit, Offset
 from commerce_api.http.routing import StrictRoute, error_responses, json_response
 from commerce_api.webhooks import service
 from commerce_api.webhooks.schemas import (

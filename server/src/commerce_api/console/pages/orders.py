@@ -15,9 +15,10 @@ from commerce_api.console.pages.audit import order_timeline
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import PREFIX, change_then_redirect, form_text, render
 from commerce_api.console.sessions import ConsoleSession
-from commerce_api.core.errors import APIError, error_response
+from commerce_api.core.errors import APIError
 from commerce_api.events import service as event_service
 from commerce_api.http.dependencies import ServicesDep
+from commerce_api.http.errors import error_response
 from commerce_api.http.routing import json_response
 from commerce_api.orders import repository as orders_repository
 from commerce_api.orders import service as orders
