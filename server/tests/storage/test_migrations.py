@@ -11,14 +11,15 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import repository as catalog
+from commerce_api.orders import repository as orders_repository
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import in_metadata, metadata
+from commerce_api.storage.tables import in_metadata, metadata, orders
 from tests.helpers import head_revision
 
 EXPECTED_COLUMNS = {
@@ -536,3 +537,47 @@ async def test_0010_admits_publishable_keys_and_keeps_keys_and_console_sessions(
                 )
     finally:
         await database.dispose()
+
+
+def _order_row(order_id: str, customer_id: str) -> str:
+    when = "'2026-01-01 00:00:00'"
+    return (
+        "INSERT INTO orders (id, account_id, status, customer_id, shipping_address, total_minor,"
+        f" currency, created_at, updated_at) VALUES ('{order_id}', 'acct_1', 'pending',"
+        f" '{customer_id}', '{{}}', 100, 'USD', {when}, {when})"
+    )
+
+
+async def test_0019_indexes_the_orders_before_it_for_search(empty_database_url: str) -> None:
+    """0019 adds each backend's trigram index of orders' ids and customer ids and fills it with
+    the orders already there; an order inserted later is found too (its search row written in
+    the order's own statement on SQLite). Down again, the index goes and the orders stay."""
+    rows = [ACCOUNT_ROW, _order_row("ord_0001alpha", "cus_bob"), _order_row("ord_0002", "ann")]
+
+    async def up(conn: AsyncConnection) -> None:
+        async def found(q: str) -> list[str]:
+            condition = orders_repository.search_condition(conn.dialect.name, q)
+            result = await conn.execute(select(orders.c.id).where(condition).order_by(orders.c.id))
+            return list(result.scalars())
+
+        assert await found("bob") == ["ord_0001alpha"]
+        assert await found("ALPHA") == ["ord_0001alpha"]
+        assert await found("ord_000") == ["ord_0001alpha", "ord_0002"]
+        assert await found("ann") == ["ord_0002"]
+        await conn.execute(text(_order_row("ord_0003", "cus_bobby")))
+        assert await found("bob") == ["ord_0001alpha", "ord_0003"]
+        if conn.dialect.name == "postgresql":
+            schema = await conn.run_sync(_describe_orders)
+            assert "ix_orders_search" in schema
+
+    async def down(conn: AsyncConnection) -> None:
+        assert await conn.scalar(text("SELECT count(*) FROM orders")) == 2  # up read only
+        tables = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+        assert not {name for name in tables if name.startswith("order_search")}
+        assert "ix_orders_search" not in await conn.run_sync(_describe_orders)
+
+    await _round_trip(empty_database_url, "0018", rows, up, down)
+
+
+def _describe_orders(sync_conn: Connection) -> set[str]:
+    return {str(index["name"]) for index in inspect(sync_conn).get_indexes("orders")}
