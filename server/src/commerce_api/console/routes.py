@@ -77,3 +77,7 @@ for _path, _method, _page in (
     ("/audit", "GET", audit.audit_page),
 ):
     router.add_api_route(_path, _page, methods=[_method])
+
+# A browser asks every site for /favicon.ico: the console's icon answers it (outside the
+# prefix, without a session; a Starlette route, so not one of the API's operations).
+router.add_route("/favicon.ico", sign_in.favicon, methods=["GET"], include_in_schema=False)
