@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
@@ -20,6 +22,7 @@ from commerce_api.catalog import repository as catalog
 from commerce_api.orders import repository as orders_repository
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import in_metadata, metadata, orders
+from tests.conftest import POSTGRES_ADMIN_URL, _asyncpg_dsn
 from tests.helpers import head_revision
 
 EXPECTED_COLUMNS = {
@@ -581,3 +584,44 @@ async def test_0019_indexes_the_orders_before_it_for_search(empty_database_url: 
 
 def _describe_orders(sync_conn: Connection) -> set[str]:
     return {str(index["name"]) for index in inspect(sync_conn).get_indexes("orders")}
+
+
+async def test_0019_names_what_a_superuser_must_do_when_the_role_may_not_create_pg_trgm(
+    postgres_url: str,
+) -> None:
+    """A role that does not own its database (no CREATE on it) may not create ``pg_trgm``:
+    ``migrate`` stops at 0019 saying what to ask a superuser for, and goes on once done."""
+    suffix = secrets.token_hex(4)
+    database, role = f"commerce_no_trgm_{suffix}", f"commerce_no_trgm_{suffix}"
+    admin = await asyncpg.connect(_asyncpg_dsn(POSTGRES_ADMIN_URL))
+    try:
+        await admin.execute(f"CREATE ROLE {role} LOGIN")
+        await admin.execute(f"CREATE DATABASE {database}")  # owned by the superuser
+        inside = await asyncpg.connect(_asyncpg_dsn(_on(POSTGRES_ADMIN_URL, database=database)))
+        try:
+            await inside.execute(f"GRANT CREATE, USAGE ON SCHEMA public TO {role}")
+            migrating = Database(_on(POSTGRES_ADMIN_URL, database=database, username=role))
+            try:
+                async with migrating.write() as conn:
+                    await conn.run_sync(_migrate_to("0018"))
+                with pytest.raises(RuntimeError, match="CREATE EXTENSION pg_trgm;"):
+                    async with migrating.write() as conn:
+                        await conn.run_sync(_migrate_to("head"))
+                assert await current_version(migrating) == ["0018"]
+                await inside.execute("CREATE EXTENSION pg_trgm")
+                async with migrating.write() as conn:
+                    await conn.run_sync(_migrate_to("head"))
+                assert await current_version(migrating) == [head_revision()]
+            finally:
+                await migrating.dispose()
+        finally:
+            await inside.close()
+        await admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+        await admin.close()
+
+
+def _on(url: str, **parts: str) -> str:
+    return make_url(url).set(**parts).render_as_string(hide_password=False)
