@@ -623,5 +623,9 @@ async def test_0019_names_what_a_superuser_must_do_when_the_role_may_not_create_
         await admin.close()
 
 
-def _on(url: str, **parts: str) -> str:
-    return make_url(url).set(**parts).render_as_string(hide_password=False)
+def _on(url: str, *, database: str, username: str | None = None) -> str:
+    """``url`` on another database, as another role when ``username`` is given."""
+    parsed = make_url(url).set(database=database)
+    if username is not None:
+        parsed = parsed.set(username=username, password=None)
+    return parsed.render_as_string(hide_password=False)
