@@ -105,6 +105,21 @@ async def test_search_by_any_part_of_an_order_id_or_customer_id(
     assert 'role="alert"' in malformed.text
 
 
+async def test_orders_placed_together_are_each_found_by_the_search(
+    console: httpx.AsyncClient, client_key: str, product_id: str
+) -> None:
+    """Orders the desk writes in one batch are each in the search's index (written in the
+    batch's own statement or transaction): none is missed."""
+    placed = await asyncio.gather(
+        *(_order(console, client_key, product_id, f"cus_batch_{n:02d}") for n in range(30))
+    )
+    found = await console.get("/dashboard/orders", params={"q": "batch_"})
+    assert "All 30 matching" in found.text
+    for order in placed[::7]:
+        one = await console.get("/dashboard/orders", params={"q": order["customer_id"][-6:]})
+        assert _listed(one.text) == [order["id"]]
+
+
 async def test_filter_by_status_and_created_days(
     console: httpx.AsyncClient, client_key: str, product_id: str, db: Database
 ) -> None:
