@@ -49,7 +49,7 @@ async def test_the_fulfil_form_records_the_tracking_and_the_page_shows_it(
     page = await console.get(done.headers["location"])
     assert "Order fulfilled" in page.text
     assert 'id="order-tracking"' in page.text
-    assert "UPS <code>1Z999</code>" in page.text
+    assert 'UPS <code class="id" title="1Z999">1Z999</code>' in page.text
     assert 'href="https://ups.example/track?n=1Z999&amp;lang=en"' in page.text
     assert 'name="carrier"' not in page.text  # the form is gone with the pending status
 

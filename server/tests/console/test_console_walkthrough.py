@@ -51,7 +51,9 @@ _OUTCOMES = """Object.fromEntries([...document.querySelectorAll('tbody tr')].map
 _AUDIT_ROWS = """[...document.querySelectorAll('tbody tr')].map((r) => ({
   actor: r.cells[1].innerText, action: r.cells[2].innerText, target: r.cells[3].innerText}))"""
 # The filtered list's export, fetched by the page (so with the session's cookie).
-_EXPORT = """fetch(document.querySelector('a[href^="/dashboard/orders/export"]').href)
+# The export form's URL (a GET form: its fields in the query), fetched.
+_EXPORT = """((form) => fetch(form.action + '?' + new URLSearchParams(new FormData(form))))(
+  document.querySelector('form[action="/dashboard/orders/export"]'))
   .then(async (r) => ({status: r.status, type: r.headers.get('content-type'),
                         text: await r.text()}))"""
 

@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import update
 
-from commerce_api.console.pages import exports
+from commerce_api.console.pages import exports, order_export, order_list
 from commerce_api.orders import repository as orders_repository
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import orders
@@ -60,21 +60,41 @@ def _csv(response: httpx.Response) -> list[list[str]]:
     return list(csv.reader(io.StringIO(response.text.removeprefix("\ufeff"))))
 
 
-async def test_search_by_order_id_or_customer_id(
+async def test_search_by_any_part_of_an_order_id_or_customer_id(
     console: httpx.AsyncClient, client_key: str, product_id: str
 ) -> None:
     first = await _order(console, client_key, product_id, "cus_ann")
     second = await _order(console, client_key, product_id, "cus_ann")
     other = await _order(console, client_key, product_id, "cus_bob")
+    short = await _order(console, client_key, product_id, "cx")
 
     by_id = await console.get("/dashboard/orders", params={"q": second["id"]})
     assert _listed(by_id.text) == [second["id"]]
     by_customer = await console.get("/dashboard/orders", params={"q": "cus_ann"})
     assert _listed(by_customer.text) == [second["id"], first["id"]]  # newest first
-    assert _listed((await console.get("/dashboard/orders?q=cus_bob")).text) == [other["id"]]
-    nobody = await console.get("/dashboard/orders?q=ord_doesnotexist")
-    assert _listed(nobody.text) == []
-    assert "No orders match." in nobody.text
+    for part in ("bob", "BOB", "s_b", "cus_bob"):  # any part, any case; `_` is itself
+        found = await console.get("/dashboard/orders", params={"q": part})
+        assert _listed(found.text) == [other["id"]], part
+    assert _listed((await console.get("/dashboard/orders?q=ann")).text) == [
+        second["id"],
+        first["id"],
+    ]
+    # An order id's first characters, or its last ones, find that order.
+    assert _listed((await console.get(f"/dashboard/orders?q={other['id'][:-1]}")).text) == [
+        other["id"]
+    ]
+    assert _listed((await console.get(f"/dashboard/orders?q={first['id'][-8:]}")).text) == [
+        first["id"]
+    ]
+    # Shorter than three characters: a whole id only.
+    assert _listed((await console.get("/dashboard/orders?q=cx")).text) == [short["id"]]
+    assert _listed((await console.get("/dashboard/orders?q=bo")).text) == []
+    page = await console.get("/dashboard/orders")
+    assert "3 characters or more" in page.text  # the search's hint says so
+    for nothing in ("ord_doesnotexist", "%ob", "c%b", '"bob"'):  # LIKE's and FTS5's syntax
+        nobody = await console.get("/dashboard/orders", params={"q": nothing})
+        assert _listed(nobody.text) == [], nothing
+        assert "No orders match." in nobody.text
     # An order id with a filter it does not pass is no match either.
     assert (
         _listed((await console.get(f"/dashboard/orders?q={first['id']}&status=canceled")).text)
@@ -83,6 +103,21 @@ async def test_search_by_order_id_or_customer_id(
     malformed = await console.get("/dashboard/orders", params={"q": "a\x00b"})
     assert malformed.status_code == 400
     assert 'role="alert"' in malformed.text
+
+
+async def test_orders_placed_together_are_each_found_by_the_search(
+    console: httpx.AsyncClient, client_key: str, product_id: str
+) -> None:
+    """Orders the desk writes in one batch are each in the search's index (written in the
+    batch's own statement or transaction): none is missed."""
+    placed = await asyncio.gather(
+        *(_order(console, client_key, product_id, f"cus_batch_{n:02d}") for n in range(30))
+    )
+    found = await console.get("/dashboard/orders", params={"q": "batch_"})
+    assert "All 30 matching" in found.text
+    for order in placed[::7]:
+        one = await console.get("/dashboard/orders", params={"q": order["customer_id"][-6:]})
+        assert _listed(one.text) == [order["id"]]
 
 
 async def test_filter_by_status_and_created_days(
@@ -143,14 +178,17 @@ async def test_csv_export_streams_every_order_of_the_filtered_list(
     disposition = response.headers["content-disposition"]
     assert re.fullmatch(r'attachment; filename="orders-\d{8}-\d{6}\.csv"', disposition)
     header, *rows = _csv(response)
-    assert header == ["id", "created_at", "status", "customer_id", "total", "currency", "items"]
+    assert header == list(order_export.HEADERS["order"])
+    assert header[:8] == [
+        *("id", "created_at", "status", "customer_id", "total", "currency", "items", "lines")
+    ]
     assert [row[0] for row in rows] == [order["id"] for order in reversed(placed)]
     assert reads == 3  # 5 orders in chunks of 2, each read after the last one's id
     by_id = {row[0]: row for row in rows}
     assert by_id[placed[1]["id"]][3] == 'cus "quoted", with comma'
     assert by_id[placed[2]["id"]][3] == "'=HYPERLINK(1)"  # a spreadsheet shows it, never runs it
     assert by_id[placed[0]["id"]][2] == "canceled"
-    assert by_id[placed[3]["id"]][1:] == [
+    assert by_id[placed[3]["id"]][1:7] == [
         placed[3]["created_at"],
         "pending",
         "cus_4",
@@ -165,7 +203,84 @@ async def test_csv_export_streams_every_order_of_the_filtered_list(
     one = _csv(await console.get(f"/dashboard/orders/export?q={placed[4]['id']}"))
     assert [row[0] for row in one[1:]] == [placed[4]["id"]]
     page = await console.get("/dashboard/orders?status=pending")
-    assert 'href="/dashboard/orders/export?status=pending"' in page.text
+    assert 'action="/dashboard/orders/export"' in page.text
+    assert '<input type="hidden" name="status" value="pending">' in page.text
+
+
+def _fields(header: list[str], row: list[str]) -> dict[str, str]:
+    return dict(zip(header, row, strict=True))
+
+
+async def test_csv_export_has_the_address_lines_and_tracking_per_order_or_per_line(
+    console: httpx.AsyncClient, client_key: str, admin_key: str, product_id: str
+) -> None:
+    other = await factories.create_product(console, admin_key, name="=cmd|' /C calc'!A0")
+    address = {
+        "street": "@1 Main St",
+        "line2": "Flat 2",
+        "city": "Springfield",
+        "state": "IL",
+        "postal_code": "12345",
+        "country": "US",
+    }
+    shipped = await factories.place_ok(
+        console,
+        client_key,
+        (product_id, 2),
+        (other["id"], 1),
+        customer_id="cus_ship",
+        shipping_address=address,
+    )
+    waiting = await factories.place_ok(console, client_key, (product_id, 3), customer_id="cus_wait")
+    tracking = {"carrier": "UPS", "number": "+1Z999", "url": "https://ups.example/t/1Z999"}
+    fulfilled = await console.post(
+        f"/v1/orders/{shipped['id']}/fulfill",
+        json={"tracking": tracking},
+        headers=bearer(client_key),
+    )
+    assert fulfilled.status_code == 200, fulfilled.text
+
+    header, *rows = _csv(await console.get("/dashboard/orders/export?rows=order"))
+    by_id = {row[0]: _fields(header, row) for row in rows}
+    assert set(by_id) == {shipped["id"], waiting["id"]}
+    order = by_id[shipped["id"]]
+    assert order["items"] == "3"
+    name = factories.product_body()["name"]
+    assert order["lines"] == (
+        f"2 × {name} ({product_id}) @ 12.50; 1 × =cmd|' /C calc'!A0 ({other['id']}) @ 12.50"
+    )
+    assert {key: order[f"ship_{key}"] for key in address} == {**address, "street": "'@1 Main St"}
+    assert order["tracking_carrier"] == "UPS"
+    assert order["tracking_number"] == "'+1Z999"  # neutralised: no formula
+    assert order["tracking_url"] == tracking["url"]
+    assert order["fulfilled_at"] == fulfilled.json()["fulfilled_at"]
+    assert by_id[waiting["id"]]["tracking_carrier"] == ""
+
+    response = await console.get("/dashboard/orders/export", params={"rows": "line"})
+    assert re.search(
+        r'filename="order-lines-\d{8}-\d{6}\.csv"', response.headers["content-disposition"]
+    )
+    header, *rows = _csv(response)
+    assert header == list(order_export.HEADERS["line"])
+    lines = [_fields(header, row) for row in rows]
+    assert [(line["id"], line["line"]) for line in lines] == [
+        (waiting["id"], "1"),
+        (shipped["id"], "1"),
+        (shipped["id"], "2"),
+    ]
+    assert [
+        (line["product_id"], line["name"], line["quantity"], line["unit_price"]) for line in lines
+    ] == [
+        (product_id, name, "3", "12.50"),
+        (product_id, name, "2", "12.50"),
+        (other["id"], "'=cmd|' /C calc'!A0", "1", "12.50"),
+    ]
+    assert {line["ship_city"] for line in lines} == {"Springfield"}
+    assert [line["tracking_number"] for line in lines] == ["", "'+1Z999", "'+1Z999"]
+
+    wrong = await console.get("/dashboard/orders/export", params={"rows": "product"})
+    assert wrong.status_code == 400
+    assert "rows is order or line" in wrong.text
 
 
 async def _bulk(
@@ -244,17 +359,22 @@ async def test_the_confirmation_changes_nothing_and_the_run_needs_the_csrf_token
 
 
 @pytest.mark.parametrize(
-    ("count", "action", "message"),
+    ("path", "count", "action", "message"),
     [
-        (0, "fulfil", "Select at least one order"),
-        (101, "fulfil", "Select at most 100 orders at a time (101 were selected)"),
-        (1, "delete", "Choose Fulfil or Cancel"),
+        ("bulk", 0, "fulfil", "Select at least one order"),
+        ("bulk/run", 0, "fulfil", "Select at least one order"),
+        ("bulk", 101, "fulfil", "Select at most 100 orders at a time (101 were selected)"),
+        # A confirmation of "all matching" names up to 500 orders; no more.
+        ("bulk/run", 501, "fulfil", "Select at most 500 orders at a time (501 were selected)"),
+        ("bulk", 1, "delete", "Choose Fulfil or Cancel"),
+        ("bulk/run", 1, "delete", "Choose Fulfil or Cancel"),
     ],
 )
 async def test_a_bulk_selection_out_of_bounds_changes_nothing(
     console: httpx.AsyncClient,
     client_key: str,
     product_id: str,
+    path: str,
     count: int,
     action: str,
     message: str,
@@ -262,12 +382,63 @@ async def test_a_bulk_selection_out_of_bounds_changes_nothing(
     order_id = (await _order(console, client_key, product_id))["id"]
     ids = [order_id] + [f"ord_{n:024d}" for n in range(count - 1)] if count else []
     token = await page_token(console, "/dashboard/orders")
-    for path in ("/dashboard/orders/bulk", "/dashboard/orders/bulk/run"):
-        response = await console.post(path, data={"csrf_token": token, "action": action, "id": ids})
-        assert response.status_code == 400, path
-        assert message in response.text
+    form = {"csrf_token": token, "action": action, "id": ids}
+    response = await console.post(f"/dashboard/orders/{path}", data=form)
+    assert response.status_code == 400, path
+    assert message in response.text
     order = await console.get(f"/v1/orders/{order_id}", headers=bearer(client_key))
     assert order.json()["status"] == "pending"
+
+
+async def test_bulk_on_all_matching_orders_confirms_them_by_id_then_fulfils_each(
+    console: httpx.AsyncClient, client_key: str, product_id: str
+) -> None:
+    """ "All N matching" takes every order the list's filters match, over every page: the
+    confirmation names each of them (an order placed after it is left alone), and the run
+    fulfils each in a transaction of its own."""
+    bobs = [await _order(console, client_key, product_id, "cus_bob") for _ in range(23)]
+    ann = await _order(console, client_key, product_id, "cus_ann")
+    token = await page_token(console, "/dashboard/orders")
+    listed = await console.get("/dashboard/orders?q=bob")
+    assert "All 23 matching" in listed.text
+    form = {"csrf_token": token, "action": "fulfil", "matching": "all", "back": "q=bob"}
+    confirm = await console.post("/dashboard/orders/bulk", data=form)
+    assert confirm.status_code == 200, confirm.text[:2000]
+    named = re.findall(r'<input type="hidden" name="id" value="(ord_\w+)">', confirm.text)
+    assert sorted(named) == sorted(order["id"] for order in bobs)
+    assert "Fulfil 23 orders?" in confirm.text
+    late = await _order(console, client_key, product_id, "cus_bob")
+    run = {"csrf_token": form_token(confirm.text), "action": "fulfil", "id": named, "back": "q=bob"}
+    result = await console.post("/dashboard/orders/bulk/run", data=run)
+    assert result.status_code == 200, result.text[:2000]
+    assert "23 done, 0 refused" in result.text
+    assert result.text.count("status-done") == 23
+    for order in [*bobs, ann, late]:
+        answer = await console.get(f"/v1/orders/{order['id']}", headers=bearer(client_key))
+        expected = "pending" if order in (ann, late) else "fulfilled"
+        assert answer.json()["status"] == expected, order["id"]
+
+    nothing = {**form, "back": "q=nobody"}
+    refused = await console.post("/dashboard/orders/bulk", data=nothing)
+    assert refused.status_code == 400
+    assert "No order matches" in refused.text
+
+
+async def test_bulk_on_all_matching_refuses_more_than_it_takes(
+    console: httpx.AsyncClient, client_key: str, product_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(order_list, "MAX_MATCHING", 2)
+    for _ in range(3):
+        await _order(console, client_key, product_id, "cus_bob")
+    token = await page_token(console, "/dashboard/orders")
+    form = {"csrf_token": token, "action": "cancel", "matching": "all", "back": "q=bob"}
+    refused = await console.post("/dashboard/orders/bulk", data=form)
+    assert refused.status_code == 400
+    assert "3 orders match: at most 2 are changed at a time" in refused.text
+    # The run takes only what a confirmation names.
+    run = await console.post("/dashboard/orders/bulk/run", data=form)
+    assert run.status_code == 400
+    assert "Confirm the orders first" in run.text
 
 
 async def test_the_export_sends_each_chunk_as_it_is_read(

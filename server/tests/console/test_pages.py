@@ -254,7 +254,7 @@ async def test_create_account_and_key_shown_once_then_revoke(
     assert (await console.get("/v1/products", headers=bearer(key))).status_code == 200
     assert key not in (await console.get("/dashboard/accounts")).text  # shown once
 
-    key_id = re.search(r'<h2 id="new-key">New client key <code>(key_\w+)</code>', created.text)
+    key_id = re.search(r'<h2 id="new-key">New client key <code[^>]*>(key_\w+)</code>', created.text)
     assert key_id is not None
     revoked = await console.post(
         f"/dashboard/keys/{key_id.group(1)}/revoke", data={"csrf_token": token}
@@ -287,7 +287,9 @@ async def test_create_a_publishable_key_shown_once_then_revoke(
     assert refused.json()["error"]["reason"] == "publishable_key_not_allowed"
     listed = await console.get("/dashboard/accounts")
     assert key not in listed.text  # shown once
-    key_id = re.search(r'<h2 id="new-key">New publishable key <code>(key_\w+)</code>', created.text)
+    key_id = re.search(
+        r'<h2 id="new-key">New publishable key <code[^>]*>(key_\w+)</code>', created.text
+    )
     assert key_id is not None
     row = listed.text[listed.text.index(key_id.group(1)) :]
     assert '<td data-label="Role">publishable</td>' in row[: row.index("</tr>")]

@@ -75,7 +75,9 @@ def _created(response: httpx.Response) -> tuple[str, str]:
     """The new endpoint's id and secret from the create form's answer."""
     assert response.status_code == 201, response.text[:2000]
     secret = re.search(r'id="new-endpoint-secret" readonly value="(whsec_[^"]+)"', response.text)
-    endpoint = re.search(r'<h2 id="new-endpoint">New endpoint <code>(we_\w+)</code>', response.text)
+    endpoint = re.search(
+        r'<h2 id="new-endpoint">New endpoint <code[^>]*>(we_\w+)</code>', response.text
+    )
     assert secret is not None
     assert endpoint is not None
     return endpoint.group(1), secret.group(1)
@@ -140,7 +142,10 @@ async def test_a_test_event_reaches_the_receiver_signed(
     assert payload["data"]["id"] == endpoint_id
     assert payload["data"]["url"] == receiver.url()
     event_page = (await console.get(event_path)).text
-    assert f"Delivery to <code>{endpoint_id}</code>: succeeded" in event_page
+    assert (
+        f'Delivery to <code class="id" title="{endpoint_id}">{endpoint_id}</code>: succeeded'
+        in (event_page)
+    )
     listing = (await console.get(f"/dashboard/webhooks?account_id={account_id}")).text
     assert _deliveries(listing, event_id) == {"delivered": 1}
     # Not an order's event: no order link, and the API's list shows it as it is.

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, text
-from sqlalchemy.engine import Connection
+from sqlalchemy import inspect, select, text
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import repository as catalog
+from commerce_api.orders import repository as orders_repository
 from commerce_api.storage import migrations
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import in_metadata, metadata
+from commerce_api.storage.tables import in_metadata, metadata, orders
+from tests.conftest import POSTGRES_ADMIN_URL, _asyncpg_dsn
 from tests.helpers import head_revision
 
 EXPECTED_COLUMNS = {
@@ -566,3 +570,92 @@ async def test_0010_admits_publishable_keys_and_keeps_keys_and_console_sessions(
                 )
     finally:
         await database.dispose()
+
+
+def _order_row(order_id: str, customer_id: str) -> str:
+    when = "'2026-01-01 00:00:00'"
+    return (
+        "INSERT INTO orders (id, account_id, status, customer_id, shipping_address, total_minor,"
+        f" currency, created_at, updated_at) VALUES ('{order_id}', 'acct_1', 'pending',"
+        f" '{customer_id}', '{{}}', 100, 'USD', {when}, {when})"
+    )
+
+
+async def test_0019_indexes_the_orders_before_it_for_search(empty_database_url: str) -> None:
+    """0019 adds each backend's trigram index of orders' ids and customer ids and fills it with
+    the orders already there; an order inserted later is found too (its search row written in
+    the order's own statement on SQLite). Down again, the index goes and the orders stay."""
+    rows = [ACCOUNT_ROW, _order_row("ord_0001alpha", "cus_bob"), _order_row("ord_0002", "ann")]
+
+    async def up(conn: AsyncConnection) -> None:
+        async def found(q: str) -> list[str]:
+            condition = orders_repository.search_condition(conn.dialect.name, q)
+            result = await conn.execute(select(orders.c.id).where(condition).order_by(orders.c.id))
+            return list(result.scalars())
+
+        assert await found("bob") == ["ord_0001alpha"]
+        assert await found("ALPHA") == ["ord_0001alpha"]
+        assert await found("ord_000") == ["ord_0001alpha", "ord_0002"]
+        assert await found("ann") == ["ord_0002"]
+        await conn.execute(text(_order_row("ord_0003", "cus_bobby")))
+        assert await found("bob") == ["ord_0001alpha", "ord_0003"]
+        if conn.dialect.name == "postgresql":
+            schema = await conn.run_sync(_describe_orders)
+            assert "ix_orders_search" in schema
+
+    async def down(conn: AsyncConnection) -> None:
+        assert await conn.scalar(text("SELECT count(*) FROM orders")) == 2  # up read only
+        tables = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+        assert not {name for name in tables if name.startswith("order_search")}
+        assert "ix_orders_search" not in await conn.run_sync(_describe_orders)
+
+    await _round_trip(empty_database_url, "0018", rows, up, down)
+
+
+def _describe_orders(sync_conn: Connection) -> set[str]:
+    return {str(index["name"]) for index in inspect(sync_conn).get_indexes("orders")}
+
+
+async def test_0019_names_what_a_superuser_must_do_when_the_role_may_not_create_pg_trgm(
+    postgres_url: str,
+) -> None:
+    """A role that does not own its database (no CREATE on it) may not create ``pg_trgm``:
+    ``migrate`` stops at 0019 saying what to ask a superuser for, and goes on once done."""
+    suffix = secrets.token_hex(4)
+    database, role = f"commerce_no_trgm_{suffix}", f"commerce_no_trgm_{suffix}"
+    admin = await asyncpg.connect(_asyncpg_dsn(POSTGRES_ADMIN_URL))
+    try:
+        await admin.execute(f"CREATE ROLE {role} LOGIN")
+        await admin.execute(f"CREATE DATABASE {database}")  # owned by the superuser
+        inside = await asyncpg.connect(_asyncpg_dsn(_on(POSTGRES_ADMIN_URL, database=database)))
+        try:
+            await inside.execute(f"GRANT CREATE, USAGE ON SCHEMA public TO {role}")
+            migrating = Database(_on(POSTGRES_ADMIN_URL, database=database, username=role))
+            try:
+                async with migrating.write() as conn:
+                    await conn.run_sync(_migrate_to("0018"))
+                with pytest.raises(RuntimeError, match="CREATE EXTENSION pg_trgm;"):
+                    async with migrating.write() as conn:
+                        await conn.run_sync(_migrate_to("head"))
+                assert await current_version(migrating) == ["0018"]
+                await inside.execute("CREATE EXTENSION pg_trgm")
+                async with migrating.write() as conn:
+                    await conn.run_sync(_migrate_to("head"))
+                assert await current_version(migrating) == [head_revision()]
+            finally:
+                await migrating.dispose()
+        finally:
+            await inside.close()
+        await admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+        await admin.close()
+
+
+def _on(url: str, *, database: str, username: str | None = None) -> str:
+    """``url`` on another database, as another role when ``username`` is given."""
+    parsed = make_url(url).set(database=database)
+    if username is not None:
+        parsed = parsed.set(username=username, password=None)
+    return parsed.render_as_string(hide_password=False)

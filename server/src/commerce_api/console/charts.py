@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from html import escape
 
 WIDTH = 720
-HEIGHT = 180
-TOP = 18  # room for the scale's label
-BOTTOM = 22  # room for the axis labels
+HEIGHT = 200
+TOP = 30  # room for the scale's label
+BOTTOM = 32  # room for the axis labels
 LEFT = 4
+# The labels' size is the stylesheet's: drawn larger at phone width, where the drawing is shown
+# at about half its width, so that they read at 11 px or more; there is room for them here.
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ def bar_chart(
         f'<svg class="chart {escape(css_class)}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'aria-label="{escape(summary)}" '
         'xmlns="http://www.w3.org/2000/svg">',
-        f'<text class="scale" x="{LEFT}" y="12">max {escape(show(peak))}</text>',
+        f'<text class="scale" x="{LEFT}" y="{TOP - 7}">max {escape(show(peak))}</text>',
         f'<line class="axis" x1="{LEFT}" y1="{TOP + area}" x2="{WIDTH}" y2="{TOP + area}"/>',
     ]
     for index, bar in enumerate(bars):

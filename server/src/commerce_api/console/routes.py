@@ -15,6 +15,7 @@ from fastapi import APIRouter
 from commerce_api.console.pages import (
     accounts,
     audit,
+    order_export,
     order_list,
     orders,
     overview,
@@ -55,7 +56,7 @@ for _path, _method, _page in (
     ("/products/{product_id}/archive", "POST", products.archive_product),
     ("/products/{product_id}/stock", "POST", products.set_stock),
     ("/orders", "GET", order_list.orders_page),
-    ("/orders/export", "GET", order_list.export_orders),
+    ("/orders/export", "GET", order_export.export_orders),
     ("/orders/bulk", "POST", order_list.confirm_bulk),
     ("/orders/bulk/run", "POST", order_list.run_bulk),
     ("/orders/{order_id}", "GET", orders.order_page),
@@ -76,3 +77,7 @@ for _path, _method, _page in (
     ("/audit", "GET", audit.audit_page),
 ):
     router.add_api_route(_path, _page, methods=[_method])
+
+# A browser asks every site for /favicon.ico: the console's icon answers it (outside the
+# prefix, without a session; a Starlette route, so not one of the API's operations).
+router.add_route("/favicon.ico", sign_in.favicon, methods=["GET"], include_in_schema=False)

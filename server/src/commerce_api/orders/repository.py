@@ -7,7 +7,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, func, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    String,
+    bindparam,
+    column,
+    func,
+    or_,
+    select,
+    table,
+    text,
+    update,
+)
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -62,8 +74,49 @@ async def lines_of(conn: AsyncConnection, order_ids: Sequence[str]) -> list[Row[
     return list(result.all())
 
 
+# --- search by any part of an order id or customer id (migration 0019) ------------------------
+
+SEARCH_MIN_LENGTH = 3
+"""The shortest search matched as a part of an id: a trigram index finds nothing shorter. A
+shorter one matches a whole order id or customer id."""
+
+# SQLite: FTS5's ``order_search`` (trigram tokenizer), its rowid numbered by
+# ``order_search_rows``; PostgreSQL: ``ILIKE`` on ``ix_orders_search`` (``gin_trgm_ops``).
+_search_rows = table("order_search_rows", column("id", Integer), column("order_id", String))
+_search = table("order_search", column("rowid", Integer))
+_SQLITE_MATCHES = text("order_search MATCH :order_match")
+
+
+def _contains_pattern(q: str) -> str:
+    """``q`` anywhere, as a ``LIKE`` pattern (its own ``%``, ``_`` and ``\\`` taken as they are)."""
+    escaped = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def search_condition(dialect: str, q: str) -> ColumnElement[bool]:
+    """The orders whose id or customer id holds ``q`` (case-insensitively; at least
+    :data:`SEARCH_MIN_LENGTH` characters), else whose id or customer id is ``q``."""
+    if len(q) < SEARCH_MIN_LENGTH:
+        return or_(orders.c.id == q, orders.c.customer_id == q)
+    if dialect == "postgresql":
+        pattern = _contains_pattern(q)
+        return or_(orders.c.id.ilike(pattern), orders.c.customer_id.ilike(pattern))
+    phrase = '"' + q.replace('"', '""') + '"'  # one string to find, whatever it holds
+    matched = (
+        select(_search.c.rowid)
+        .select_from(_search)
+        .where(_SQLITE_MATCHES.bindparams(order_match=phrase))
+    )
+    return orders.c.id.in_(select(_search_rows.c.order_id).where(_search_rows.c.id.in_(matched)))
+
+
 def _filters(
-    account_id: str | None, status: str | None, customer_id: str | None, chosen: NewestFirst
+    dialect: str,
+    account_id: str | None,
+    status: str | None,
+    customer_id: str | None,
+    chosen: NewestFirst,
+    search: str | None,
 ) -> list[ColumnElement[bool]]:
     conditions = keyset.window(orders, chosen)
     if account_id is not None:
@@ -72,6 +125,8 @@ def _filters(
         conditions.append(orders.c.status == status)
     if customer_id is not None:
         conditions.append(orders.c.customer_id == customer_id)
+    if search:
+        conditions.append(search_condition(dialect, search))
     return conditions
 
 
@@ -81,8 +136,11 @@ async def count_orders(
     status: str | None,
     customer_id: str | None,
     chosen: NewestFirst,
+    *,
+    search: str | None = None,
 ) -> int:
-    where = _filters(account_id, status, customer_id, chosen)
+    """How many orders pass the filters (``search``: :func:`search_condition`)."""
+    where = _filters(conn.dialect.name, account_id, status, customer_id, chosen, search)
     return int(await conn.scalar(select(func.count()).select_from(orders).where(*where)) or 0)
 
 
@@ -94,11 +152,15 @@ async def page_orders(
     chosen: NewestFirst,
     limit: int,
     offset: int,
+    *,
+    search: str | None = None,
 ) -> list[Row[Any]]:
-    """A page of the orders, newest first (the indexes ``ix_orders_*_order``)."""
+    """A page of the orders, newest first (the indexes ``ix_orders_*_order``; with ``search``,
+    the search's index first)."""
+    where = _filters(conn.dialect.name, account_id, status, customer_id, chosen, search)
     result = await conn.execute(
         select(orders)
-        .where(*_filters(account_id, status, customer_id, chosen))
+        .where(*where)
         .order_by(*keyset.newest_first(orders))
         .limit(limit)
         .offset(offset)

@@ -206,18 +206,22 @@ async def list_orders(
     offset: int,
     chosen: NewestFirst = WHOLE_LIST,
     starting_after: str | None = None,
+    search: str | None = None,
 ) -> dict[str, Any]:
     """The caller's orders (every account's for an admin key), newest first; with
     ``starting_after``, those after that order (which must be one the caller can see), the
-    ``offset`` counted from there."""
+    ``offset`` counted from there; with ``search``, those whose order id or customer id holds
+    it (``repository.search_condition``)."""
     account_id = None if principal.is_admin else principal.account_id
     rows, total, offset = await newest_first_rows(
         chosen,
         offset,
         starting_after,
-        count=lambda window: repository.count_orders(conn, account_id, status, customer_id, window),
+        count=lambda window: repository.count_orders(
+            conn, account_id, status, customer_id, window, search=search
+        ),
         fetch=lambda window, skip: repository.page_orders(
-            conn, account_id, status, customer_id, window, limit, skip
+            conn, account_id, status, customer_id, window, limit, skip, search=search
         ),
         load=lambda order_id: _load(conn, principal, order_id),
         noun="order",

@@ -144,11 +144,20 @@ products = Table(
 # in step by triggers on ``products``. SQLAlchemy's tables cannot spell them, so they stay out
 # of ``metadata`` and the schema comparison (``in_metadata``) skips them by name.
 PRODUCT_SEARCH_PREFIX = "product_search"
+# Order search by any part of an order id or customer id, each backend's trigram index
+# (migration 0019): on SQLite an FTS5 table with the ``trigram`` tokenizer (``order_search``,
+# contentless, numbered by ``order_search_rows``) kept in step by a trigger on ``orders``; on
+# PostgreSQL ``ix_orders_search``, a GIN index of both columns with ``gin_trgm_ops``.
+ORDER_SEARCH_PREFIX = "order_search"
+ORDER_SEARCH_INDEX = "ix_orders_search"
 
 
 def in_metadata(name: str | None, type_: str, parent_names: Any) -> bool:
     """Alembic's ``include_name`` hook: False for the full-text objects declared above."""
-    return not (type_ == "table" and (name or "").startswith(PRODUCT_SEARCH_PREFIX))
+    text_ = name or ""
+    if type_ == "table":
+        return not text_.startswith((PRODUCT_SEARCH_PREFIX, ORDER_SEARCH_PREFIX))
+    return not (type_ == "index" and text_ == ORDER_SEARCH_INDEX)
 
 
 # The condition of the pending orders' partial index, spelled as a query must spell it for

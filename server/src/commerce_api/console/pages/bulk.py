@@ -60,13 +60,13 @@ def selected_ids(form: FormData) -> list[str]:
     return ids
 
 
-def selection_error(ids: Sequence[str], noun: str) -> str | None:
-    """Why a selection cannot be acted on, or None when it can."""
+def selection_error(ids: Sequence[str], noun: str, most: int = MAX_SELECTED) -> str | None:
+    """Why a selection cannot be acted on (none, or more than ``most``), or None when it can."""
     if not ids:
         return f"Select at least one {noun}: nothing was changed."
-    if len(ids) > MAX_SELECTED:
+    if len(ids) > most:
         return (
-            f"Select at most {MAX_SELECTED} {noun}s at a time ({len(ids)} were selected): "
+            f"Select at most {most} {noun}s at a time ({len(ids)} were selected): "
             "nothing was changed."
         )
     return None

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from commerce_api.console import sessions
-from commerce_api.console.pages.render import SIGN_IN_URL, render
+from commerce_api.console.pages.render import SIGN_IN_URL, redirect, render
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.http.dependencies import get_services
 
@@ -88,11 +88,10 @@ async def _guarded(request: Request) -> Response | None:
             services.db, token, services.settings.console_idle_seconds
         )
     if session is None:
-        target = SIGN_IN_URL + ("?notice=session-ended" if token else "")
-        redirect = RedirectResponse(target, 303)
+        to_sign_in = redirect(SIGN_IN_URL, "session-ended" if token else None)
         if token:
-            clear_cookie(redirect, request, sessions.SESSION_COOKIE)
-        return redirect
+            clear_cookie(to_sign_in, request, sessions.SESSION_COOKIE)
+        return to_sign_in
     request.scope.setdefault("state", {})["console_session"] = session
     if request.method == "POST":
         given = (await request.form()).get(sessions.CSRF_FIELD)

@@ -1,9 +1,9 @@
-"""The orders' list: its search and filters, its CSV export and its bulk actions (fulfil,
-cancel). An order's own page is ``orders``."""
+"""The orders' list: its search and filters and its bulk actions (fulfil, cancel), on the
+selected orders or on every order the filters match. Its CSV export is ``order_export``; an
+order's own page is ``orders``."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
 from commerce_api.console import repository
-from commerce_api.console.pages import bulk, exports
+from commerce_api.console.pages import bulk
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import (
     PAGE_SIZE,
@@ -30,7 +30,7 @@ from commerce_api.console.pages.render import (
 )
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError
-from commerce_api.core.pagination import NewestFirst, Position
+from commerce_api.core.pagination import NewestFirst
 from commerce_api.http.dependencies import ServicesDep
 from commerce_api.orders import repository as orders_repository
 from commerce_api.orders import service as orders
@@ -39,7 +39,8 @@ from commerce_api.orders.domain import OrderStatus
 STATUSES = [status.value for status in OrderStatus]
 LIST_URL = f"{PREFIX}/orders"
 MAX_SEARCH = 255  # the longest customer id
-CSV_HEADER = ("id", "created_at", "status", "customer_id", "total", "currency", "items")
+MAX_MATCHING = 500
+"""The most orders a bulk action on "all matching" takes (each in a transaction of its own)."""
 
 
 def _one_line(text: str, limit: int) -> bool:
@@ -52,9 +53,10 @@ def _day(text: str) -> date | None:
 
 @dataclass(frozen=True, slots=True)
 class OrderFilters:
-    """The list's search and filters, from its query string. ``q`` is an order id (that order)
-    or else a customer id (their orders); the dates are UTC days, both included: the API's
-    ``created_gte`` (the first day's start) and ``created_lt`` (the day after the last)."""
+    """The list's search and filters, from its query string. ``q`` is any part of an order id
+    or customer id (``orders.repository.search_condition``); the dates are UTC days, both
+    included: the API's ``created_gte`` (the first day's start) and ``created_lt`` (the day
+    after the last)."""
 
     q: str = ""
     status: str = ""
@@ -81,8 +83,8 @@ class OrderFilters:
             return filters, "The first day comes after the last: no order can match."
         return replace(filters, created_from=days[0], created_to=days[1]), None
 
-    def query(self) -> str:
-        """The query string of these filters (for links: pages, export, back)."""
+    def fields(self) -> list[tuple[str, str]]:
+        """The filters set, as ``(name, value)`` query fields."""
         values = {
             "q": self.q,
             "status": self.status,
@@ -90,7 +92,11 @@ class OrderFilters:
             "created_from": self.created_from.isoformat() if self.created_from else "",
             "created_to": self.created_to.isoformat() if self.created_to else "",
         }
-        return urlencode({key: value for key, value in values.items() if value})
+        return [(key, value) for key, value in values.items() if value]
+
+    def query(self) -> str:
+        """The query string of these filters (for links: pages, export, back)."""
+        return urlencode(self.fields())
 
     def window(self) -> NewestFirst:
         gte = datetime.combine(self.created_from, time.min, UTC) if self.created_from else None
@@ -102,54 +108,37 @@ class OrderFilters:
     def principal(self, session: ConsoleSession) -> Principal:
         return for_account(session, self.account_id) if self.account_id else session.principal
 
-    def admits(self, order: Mapping[str, Any]) -> bool:
-        """Whether an order (the API's record) passes the status and date filters."""
-        window = self.window()
-        created = datetime.fromisoformat(order["created_at"])
-        return (
-            (not self.status or order["status"] == self.status)
-            and (window.created_gte is None or created >= window.created_gte)
-            and (window.created_lt is None or created < window.created_lt)
-        )
-
 
 def _back_filters(form_value: str) -> OrderFilters:
     """The list's filters a bulk form carries back (parsed again: only known fields pass)."""
     return OrderFilters.parse(dict(parse_qsl(form_value)))[0]
 
 
-async def _by_id(
-    conn: AsyncConnection, principal: Principal, filters: OrderFilters
-) -> dict[str, Any] | None:
-    """The order whose id the search is, if the caller sees it; None when there is none."""
-    if not filters.q:
-        return None
-    try:
-        return await orders.get_order(conn, principal, filters.q)
-    except APIError:
-        return None
+async def _matching(
+    conn: AsyncConnection, principal: Principal, filters: OrderFilters, limit: int, offset: int
+) -> dict[str, Any]:
+    """A page of the orders the filters match, newest first, and how many there are."""
+    return await orders.list_orders(
+        conn,
+        principal,
+        status=filters.status or None,
+        customer_id=None,
+        limit=limit,
+        offset=offset,
+        chosen=filters.window(),
+        search=filters.q or None,
+    )
 
 
 async def orders_page(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     filters, error = OrderFilters.parse(request.query_params)
     number = page_number(request)
-    principal = filters.principal(session)
     found: list[dict[str, Any]] = []
     total = 0
     async with services.db.read() as conn:
-        if error is None and (order := await _by_id(conn, principal, filters)) is not None:
-            found = [order] if filters.admits(order) else []
-            total = len(found)
-        elif error is None:
-            page = await orders.list_orders(
-                conn,
-                principal,
-                status=filters.status or None,
-                customer_id=filters.q or None,
-                limit=PAGE_SIZE,
-                offset=(number - 1) * PAGE_SIZE,
-                chosen=filters.window(),
-            )
+        if error is None:
+            principal = filters.principal(session)
+            page = await _matching(conn, principal, filters, PAGE_SIZE, (number - 1) * PAGE_SIZE)
             found, total = page["data"], page["pagination"]["total"]
         account_rows = await repository.list_accounts(conn)
     query = filters.query()
@@ -162,67 +151,13 @@ async def orders_page(request: Request, services: ServicesDep, session: SessionD
         "filters": filters,
         "query": query,
         "error": error,
+        "total": total,
+        "search_min_length": orders_repository.SEARCH_MIN_LENGTH,
         "max_selected": bulk.MAX_SELECTED,
+        "max_matching": MAX_MATCHING,
+        "export_fields": filters.fields(),
     }
     return render(request, "orders.html", context, 400 if error else 200)
-
-
-# --- export ------------------------------------------------------------------------------------
-
-
-def _total(order: Mapping[str, Any]) -> str:
-    return f"{Decimal(str(order['total'])):.2f}"
-
-
-def _csv_row(order: Mapping[str, Any]) -> exports.CsvRow:
-    units = sum(line["quantity"] for line in order["items"])
-    return (
-        order["id"],
-        order["created_at"],
-        order["status"],
-        order["customer_id"],
-        _total(order),
-        order["currency"],
-        units,
-    )
-
-
-def _chunk_reader(principal: Principal, filters: OrderFilters) -> exports.ChunkReader:
-    """Reads the filtered list's orders after a cursor, newest first, by keyset (no count)."""
-    account_id = None if principal.is_admin else principal.account_id
-    window = filters.window()
-
-    async def read(
-        conn: AsyncConnection, after: Position | None, limit: int
-    ) -> tuple[list[exports.CsvRow], Position | None]:
-        if after is None and (order := await _by_id(conn, principal, filters)) is not None:
-            return ([_csv_row(order)] if filters.admits(order) else []), None
-        rows = await orders_repository.page_orders(
-            conn,
-            account_id,
-            filters.status or None,
-            filters.q or None,
-            replace(window, after=after),
-            limit,
-            0,
-        )
-        lines: dict[str, list[Any]] = defaultdict(list)
-        for line in await orders_repository.lines_of(conn, [row.id for row in rows]):
-            lines[line.order_id].append(line)
-        csv_rows = [_csv_row(orders.render_order(row, lines[row.id])) for row in rows]
-        last = Position(rows[-1].created_at, rows[-1].id) if len(rows) == limit else None
-        return csv_rows, last
-
-    return read
-
-
-async def export_orders(request: Request, services: ServicesDep, session: SessionDep) -> Response:
-    """The filtered list as CSV, every page of it, newest first."""
-    filters, error = OrderFilters.parse(request.query_params)
-    if error is not None:
-        return render(request, "message.html", {"title": "Cannot export", "error": error}, 400)
-    reader = _chunk_reader(filters.principal(session), filters)
-    return exports.csv_download("orders", CSV_HEADER, exports.keyset_chunks(services.db, reader))
 
 
 # --- bulk actions ------------------------------------------------------------------------------
@@ -249,45 +184,93 @@ BULK_ACTIONS = {
 }
 
 
-async def _bulk_form(
-    request: Request,
-) -> tuple[bulk.BulkAction | None, list[str], str, str, str | None]:
-    """The bulk form's action, ids, back query and URL, and what is wrong with it."""
+def _summary(order: Mapping[str, Any]) -> str:
+    total = f"{Decimal(str(order['total'])):.2f}"
+    return f"{order['status']} · {order['customer_id']} · {total} {order['currency']}"
+
+
+@dataclass(frozen=True, slots=True)
+class BulkForm:
+    """A bulk form as posted: its action, the ids selected (or, with ``matching``, every order
+    the list's filters match), the list's filters and URL, and what is wrong with it."""
+
+    action: bulk.BulkAction | None
+    ids: list[str]
+    matching: bool
+    filters: OrderFilters
+    back_url: str
+    error: str | None
+
+
+async def _bulk_form(request: Request, most: int) -> BulkForm:
+    """The bulk form; at most ``most`` ids taken (the list's page, or a confirmation's)."""
     form = await request.form()
-    back = _back_filters(form_text(form, "back")).query()
+    filters = _back_filters(form_text(form, "back"))
+    back = filters.query()
     back_url = LIST_URL + (f"?{back}" if back else "")
     action = BULK_ACTIONS.get(form_text(form, "action"))
     ids = bulk.selected_ids(form)
+    matching = form_text(form, "matching") == "all"
     if action is None:
-        return None, ids, back, back_url, "Choose Fulfil or Cancel: nothing was changed."
-    return action, ids, back, back_url, bulk.selection_error(ids, "order")
+        error: str | None = "Choose Fulfil or Cancel: nothing was changed."
+    elif matching:
+        error = None
+    else:
+        error = bulk.selection_error(ids, "order", most)
+    return BulkForm(action, ids, matching, filters, back_url, error)
+
+
+async def _selected(
+    conn: AsyncConnection, session: ConsoleSession, form: BulkForm
+) -> list[bulk.Selected] | str:
+    """The orders the form acts on as they are now, or why there are too many."""
+    if form.matching:
+        principal = form.filters.principal(session)
+        page = await _matching(conn, principal, form.filters, MAX_MATCHING, 0)
+        total = page["pagination"]["total"]
+        if total > MAX_MATCHING:
+            return (
+                f"{total} orders match: at most {MAX_MATCHING} are changed at a time. Narrow the "
+                "search or the filters (a status, a day): nothing was changed."
+            )
+        if total == 0:
+            return "No order matches the filters: nothing was changed."
+        return [bulk.Selected(order["id"], _summary(order)) for order in page["data"]]
+    selected = []
+    for order_id in form.ids:
+        try:
+            order = await orders.get_order(conn, session.principal, order_id)
+        except APIError as exc:
+            selected.append(bulk.Selected(order_id, exc.message))
+        else:
+            selected.append(bulk.Selected(order_id, _summary(order)))
+    return selected
 
 
 async def confirm_bulk(request: Request, services: ServicesDep, session: SessionDep) -> Response:
-    """The confirmation page of a bulk action: the selected orders as they are now."""
-    action, ids, back, back_url, error = await _bulk_form(request)
-    if action is None or error is not None:
-        return bulk.refused_selection(request, action, error or "", back_url)
-    selected = []
+    """The confirmation page of a bulk action: the selected orders (or every one matching the
+    list's filters, up to :data:`MAX_MATCHING`) as they are now. Its form names each of them:
+    an order that comes to match after this page is not acted on."""
+    form = await _bulk_form(request, bulk.MAX_SELECTED)
+    if form.action is None or form.error is not None:
+        return bulk.refused_selection(request, form.action, form.error or "", form.back_url)
     async with services.db.read() as conn:
-        for order_id in ids:
-            try:
-                order = await orders.get_order(conn, session.principal, order_id)
-            except APIError as exc:
-                selected.append(bulk.Selected(order_id, exc.message))
-                continue
-            summary = f"{order['status']} · {order['customer_id']} · {_total(order)}"
-            selected.append(bulk.Selected(order_id, f"{summary} {order['currency']}"))
+        selected = await _selected(conn, session, form)
+    if isinstance(selected, str):
+        return bulk.refused_selection(request, form.action, selected, form.back_url)
     run_url = f"{LIST_URL}/bulk/run"
-    return bulk.confirmation(request, action, selected, run_url, back, back_url)
+    back = form.filters.query()
+    return bulk.confirmation(request, form.action, selected, run_url, back, form.back_url)
 
 
 async def run_bulk(request: Request, services: ServicesDep, session: SessionDep) -> Response:
     """A confirmed bulk action: each order through the API's service call, in a transaction
     of its own; the page says what happened to each."""
-    action, ids, _back, back_url, error = await _bulk_form(request)
-    if action is None or error is not None:
-        return bulk.refused_selection(request, action, error or "", back_url)
+    form = await _bulk_form(request, MAX_MATCHING)
+    action, ids = form.action, form.ids
+    if action is None or form.error is not None or form.matching:
+        error = form.error or "Confirm the orders first: nothing was changed."
+        return bulk.refused_selection(request, action, error, form.back_url)
     principal, environment = session.principal, services.settings.environment
     if action.value == "fulfil":
         outcomes = await bulk.run_each(
@@ -301,4 +284,4 @@ async def run_bulk(request: Request, services: ServicesDep, session: SessionDep)
             ids,
             lambda conn, order_id: orders.cancel_order(conn, principal, order_id),
         )
-    return bulk.results(request, action, outcomes, LIST_URL, back_url)
+    return bulk.results(request, action, outcomes, LIST_URL, form.back_url)

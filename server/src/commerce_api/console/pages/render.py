@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from commerce_api.accounts.service import Principal
-from commerce_api.console.sessions import ConsoleSession
+from commerce_api.console.sessions import COOKIE_PATH, ConsoleSession
 from commerce_api.core.errors import APIError
 from commerce_api.core.timestamps import format_timestamp
 from commerce_api.http.dependencies import get_services
@@ -30,6 +30,10 @@ CONSOLE_DIR = Path(__file__).resolve().parents[1]
 templates = Jinja2Templates(directory=CONSOLE_DIR / "templates")
 
 # Messages shown after a redirect, by code: the query string never carries text to show.
+# The code travels in a one-shot cookie (:data:`NOTICE_COOKIE`), not in the URL: the page
+# after the redirect shows it and clears it, so a reload (or a bookmark) does not show it again.
+NOTICE_COOKIE = "commerce_console_notice"
+NOTICE_SECONDS = 60  # a notice not shown by then (the redirect not followed) is dropped
 NOTICES = {
     "signed-out": "You are signed out.",
     "session-ended": "Your session has ended; sign in again.",
@@ -69,23 +73,38 @@ def render(
     request: Request, template: str, context: Mapping[str, Any], status: int = 200
 ) -> HTMLResponse:
     session = request.scope.get("state", {}).get("console_session")
-    notice = NOTICES.get(request.query_params.get("notice", ""))
+    notice_code = request.cookies.get(NOTICE_COOKIE)
     values = {
         "session": session,
         "csrf_token": session.csrf_token if isinstance(session, ConsoleSession) else "",
-        "notice": notice,
+        "notice": NOTICES.get(notice_code or ""),
         "currency": get_services(request).settings.currency,
         "environment": get_services(request).settings.environment,
         **context,
     }
-    return templates.TemplateResponse(request, template, values, status_code=status)
+    response = templates.TemplateResponse(request, template, values, status_code=status)
+    if notice_code is not None:  # shown once
+        response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+    return response
 
 
 def redirect(path: str, notice: str | None = None, **query: str) -> RedirectResponse:
+    """A redirect after a POST (303) to ``path`` with ``query``; the page there shows
+    ``notice`` (a code of :data:`NOTICES`) once."""
     params = {key: value for key, value in query.items() if value}
+    response = RedirectResponse(path + (f"?{urlencode(params)}" if params else ""), 303)
     if notice:
-        params["notice"] = notice
-    return RedirectResponse(path + (f"?{urlencode(params)}" if params else ""), 303)
+        # Not Secure-only: a notice's code is no secret, and a plain-HTTP development
+        # server must show it too (the session cookie's ``secure`` follows the environment).
+        response.set_cookie(
+            NOTICE_COOKIE,
+            notice,
+            max_age=NOTICE_SECONDS,
+            path=COOKIE_PATH,
+            httponly=True,
+            samesite="strict",
+        )
+    return response
 
 
 async def change_then_redirect(

@@ -23,7 +23,11 @@ from commerce_api.core.errors import APIError
 from commerce_api.http.context import context as request_context
 from commerce_api.http.dependencies import ServicesDep
 
-STATIC_FILES = (("console.css", "text/css"), ("console.js", "text/javascript"))
+STATIC_FILES = (
+    ("console.css", "text/css"),
+    ("console.js", "text/javascript"),
+    ("icon.svg", "image/svg+xml"),
+)
 
 
 def static_file(name: str, media_type: str) -> Callable[[], Coroutine[Any, Any, Response]]:
@@ -34,6 +38,15 @@ def static_file(name: str, media_type: str) -> Callable[[], Coroutine[Any, Any, 
         return Response(content, media_type=media_type, headers={"Cache-Control": "no-cache"})
 
     return public(asset)
+
+
+_ICON = (CONSOLE_DIR / "static" / "icon.svg").read_bytes()
+
+
+async def favicon(request: Request) -> Response:
+    """``/favicon.ico``: the console's icon (an SVG, which browsers take whatever its name)."""
+    del request
+    return Response(_ICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
 def _sign_in_page(request: Request, error: str | None = None, status: int = 200) -> Response:

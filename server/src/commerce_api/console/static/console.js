@@ -1,5 +1,5 @@
 // The console's conveniences. Every action works without this script (plain HTML forms);
-// it adds confirmations, the copy button and an order's live status.
+// it adds confirmations, the copy button, select-all boxes and an order's live status.
 "use strict";
 
 document.addEventListener("submit", (event) => {
@@ -22,6 +22,17 @@ document.addEventListener("click", async (event) => {
     document.execCommand("copy"); // an older browser, or no clipboard permission
   }
   button.textContent = "Copied";
+});
+
+// A select-all box ([data-select-all="id"]) checks or clears its form's boxes named "id".
+document.addEventListener("change", (event) => {
+  const box = event.target;
+  if (!(box instanceof HTMLInputElement) || !box.dataset.selectAll || !box.form) return;
+  for (const element of box.form.elements) {
+    if (element instanceof HTMLInputElement && element.name === box.dataset.selectAll) {
+      element.checked = box.checked;
+    }
+  }
 });
 
 // An order's status, refreshed every few seconds while the page is open.
