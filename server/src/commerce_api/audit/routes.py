@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from commerce_api.audit import service
 from commerce_api.audit.schemas import AuditEventList
+from commerce_api.audit.service import Action
 from commerce_api.core.pagination import (
     DEFAULT_PAGE_SIZE,
     MAX_ID_LENGTH,
@@ -58,9 +59,7 @@ async def list_audit_events(
         SingleLine,
     ] = None,
     action: Annotated[
-        str | None,
-        Query(min_length=1, max_length=64, description="Only this action (`order.fulfill`…)."),
-        SingleLine,
+        Action | None, Query(description="Only this action (`order.fulfill`…).")
     ] = None,
     created_gte: CreatedGte = None,
     created_lt: CreatedLt = None,
