@@ -87,7 +87,15 @@ def test_invalid_json_body() -> None:
         {"type": "json_invalid", "loc": ("body", 12), "ctx": {"error": "Expecting value"}}
     )
     assert details == "body"
-    assert message == "The request body is not valid JSON (Expecting value)."
+    assert message == "The request body is not valid JSON."
+    message, _ = describe_validation_error(
+        {
+            "type": "json_invalid",
+            "loc": ("body", 21),
+            "ctx": {"error": "EOF while parsing an object at line 1 column 21"},
+        }
+    )
+    assert message == "The request body is not valid JSON (at line 1, column 21)."
     message, _ = describe_validation_error({"type": "json_invalid", "loc": ("body", 0)})
     assert message == "The request body is not valid JSON."
 

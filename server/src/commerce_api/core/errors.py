@@ -302,9 +302,12 @@ async def _http_exception_handler(request: Request, exc: Exception) -> Response:
         )
     elif exc.status_code == 413:  # BodyTooLarge, raised while the routes read the body
         error = invalid_request(str(exc.detail), "body", 413, reason="payload_too_large")
-    else:  # FastAPI's own refusals of a body it could not parse
+    else:  # FastAPI's own refusals of a body it could not parse: said in our words
         error = invalid_request(
-            str(exc.detail), "body", status=exc.status_code, reason="malformed_request"
+            "The request body could not be read; send it as JSON.",
+            "body",
+            status=exc.status_code,
+            reason="malformed_request",
         )
     error.headers.update(headers)
     return error_response(error)

@@ -20,6 +20,7 @@ TIMESTAMP_RULE = "must be an RFC 3339 timestamp with its time zone, such as `202
 _QUERY_PLUS_HINT = " (in a query string, send the `+` of an offset as `%2B`)"
 
 _QUOTED = re.compile(r"'([^']*)'")
+_JSON_POSITION = re.compile(r"line (\d+) column (\d+)")
 
 
 def parameter_path(loc: Sequence[str | int]) -> str:
@@ -112,10 +113,10 @@ def describe(error: Mapping[str, Any]) -> tuple[str, str, bool]:
     kind = str(error.get("type", ""))
     ctx: Mapping[str, Any] = error.get("ctx") or {}
     param = parameter_path(loc)
-    if kind == "json_invalid":
-        problem = str(ctx.get("error", ""))
-        message = f"The request body is not valid JSON ({problem})." if problem else ""
-        return "body", message or "The request body is not valid JSON.", True
+    if kind == "json_invalid":  # where the parser stopped, not its words
+        at = _JSON_POSITION.search(str(ctx.get("error", "")))
+        where = f" (at line {at.group(1)}, column {at.group(2)})" if at else ""
+        return "body", f"The request body is not valid JSON{where}.", True
     if kind == "missing":
         if param == "body":
             return "body", "A JSON request body is required.", False
