@@ -2,8 +2,9 @@
 
 ``make bench`` serves it with the same server as ``commerce-api serve`` (granian, one worker,
 the very options ``app.serving.granian_options`` gives it, under the same scheduling:
-``app.serving.in_worker``) and reports every figure of the real service as a ratio to it. ``GET /v1/products/<id>`` answers the bytes of the file named by
-BENCH_CEILING_DETAIL, every other path those of BENCH_CEILING_LIST.
+``app.serving.in_worker``) and reports every figure of the real service as a ratio to it.
+``GET /v1/products/<id>`` answers the bytes of the file named by BENCH_CEILING_DETAIL, every
+other path those of BENCH_CEILING_LIST.
 
 Run as ``python -m bench.ceiling PORT`` from the repository root.
 """

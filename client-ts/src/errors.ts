@@ -2,8 +2,8 @@
  * Every error this library throws. Catch {@link CommerceError} to catch them all:
  *
  * ```text
- * CommerceError                          code, reason, message, details, statusCode,
- * │                                      requestId, rateLimit
+ * CommerceError                          code, reason, message, details, problems,
+ * │                                      statusCode, requestId, rateLimit
  * ├── APIConnectionError                 no response: DNS, refused connection, reset, timeout
  * │   └── APITimeoutError                the request timed out
  * ├── APIStatusError                     the API answered 4xx/5xx: statusCode, requestId, body
@@ -30,11 +30,14 @@
  * table "Reasons" of the API's docs/design.md). A reason this version does not know still sets
  * `reason`, on the class of its status.
  *
+ * `problems` lists every problem of the request (`{parameter, reason, message}`): a body with
+ * three bad fields gives three, where `details` names only the first.
+ *
  * Mistakes in the client's configuration (a missing key, an unknown environment, a key for
  * the other environment) are a `TypeError` thrown by the constructor, before any request.
  */
 
-import type { ErrorDetail } from "./generated/schema.js";
+import type { ErrorDetail, ErrorProblem } from "./generated/schema.js";
 import { type RateLimitInfo, rateLimitFromHeaders } from "./rate-limit.js";
 
 /** The API's error codes (`error.code` of an error body). */
@@ -43,12 +46,20 @@ export type ErrorCode = ErrorDetail["code"];
 /** The API's error reasons (`error.reason` of an error body): each has one status and code. */
 export type ErrorReason = ErrorDetail["reason"];
 
+/** One problem of a request (an item of `error.problems`): the parameter at fault as the
+ * request spells it (`items[0].quantity`, `status`, `Authorization`), why (a reason), and
+ * what to do. */
+export interface Problem extends Readonly<Omit<ErrorProblem, "reason">> {
+  readonly reason: ErrorReason | (string & {});
+}
+
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
 
 export interface CommerceErrorInit {
   code?: string | null;
   reason?: string | null;
   details?: string;
+  problems?: readonly Problem[];
   statusCode?: number | null;
   requestId?: string | null;
   rateLimit?: RateLimitInfo | null;
@@ -67,6 +78,10 @@ export class CommerceError extends Error {
   readonly reason: ErrorReason | (string & {}) | null;
   /** Specifics: the offending parameter (`items[0].quantity`), or a server error's request id. */
   readonly details: string;
+  /** Every problem of the request, in the order the API found them (the first is the one
+   * `details` names); empty when there was no API response, for a server error or a rate
+   * limit. */
+  readonly problems: readonly Problem[];
   /** The HTTP status, or null when there was no response. */
   readonly statusCode: number | null;
   /** `X-Request-Id` of the response: quote it to the operator. */
@@ -80,6 +95,7 @@ export class CommerceError extends Error {
     this.code = init.code ?? null;
     this.reason = init.reason ?? null;
     this.details = init.details ?? "";
+    this.problems = init.problems ?? [];
     this.statusCode = init.statusCode ?? null;
     this.requestId = init.requestId ?? null;
     this.rateLimit = init.rateLimit ?? null;
@@ -220,12 +236,30 @@ export interface ErrorEnvelope {
   reason: string | null;
   message: string | null;
   details: string;
+  problems: Problem[];
 }
 
-const NO_ENVELOPE: ErrorEnvelope = { code: null, reason: null, message: null, details: "" };
+const NO_ENVELOPE: ErrorEnvelope = {
+  code: null,
+  reason: null,
+  message: null,
+  details: "",
+  problems: [],
+};
 
-/** `{code, reason, message, details}` of an error body; nulls when it is not the API's
- * envelope (a proxy's HTML page, say). */
+/** The well-formed items of `error.problems` (a server from before problems sends none). */
+function readProblems(value: unknown): Problem[] {
+  if (!Array.isArray(value)) return [];
+  return value.flatMap((item: unknown) => {
+    if (typeof item !== "object" || item === null) return [];
+    const { parameter, reason, message } = item as Record<string, unknown>;
+    if (typeof parameter !== "string" || typeof message !== "string") return [];
+    return [{ parameter, reason: typeof reason === "string" ? reason : "", message }];
+  });
+}
+
+/** `{code, reason, message, details, problems}` of an error body; nulls when it is not the
+ * API's envelope (a proxy's HTML page, say). */
 export function errorEnvelope(body: string): ErrorEnvelope {
   let error: unknown;
   try {
@@ -234,12 +268,13 @@ export function errorEnvelope(body: string): ErrorEnvelope {
     return { ...NO_ENVELOPE };
   }
   if (typeof error !== "object" || error === null) return { ...NO_ENVELOPE };
-  const { code, reason, message, details } = error as Record<string, unknown>;
+  const { code, reason, message, details, problems } = error as Record<string, unknown>;
   return {
     code: typeof code === "string" ? code : null,
     reason: typeof reason === "string" ? reason : null,
     message: typeof message === "string" ? message : null,
     details: typeof details === "string" ? details : "",
+    problems: readProblems(problems),
   };
 }
 
@@ -268,7 +303,7 @@ export function isIdempotencyInFlight(status: number, body: string): boolean {
 
 /** The error for a non-2xx response whose body was `body`. */
 export function errorFromResponse(response: Response, body: string): APIStatusError {
-  const { code, reason, message, details } = errorEnvelope(body);
+  const { code, reason, message, details, problems } = errorEnvelope(body);
   const status = response.status;
   let parsed: unknown = body;
   try {
@@ -280,6 +315,7 @@ export function errorFromResponse(response: Response, body: string): APIStatusEr
     code,
     reason,
     details,
+    problems,
     body: parsed,
     statusCode: status,
     requestId: response.headers.get("x-request-id"),

@@ -44,6 +44,7 @@ export {
   WebhookVerificationError,
   type ErrorCode,
   type ErrorReason,
+  type Problem,
 } from "./errors.js";
 export { MAX_PAGE_SIZE, Page, type ListAllOptions, type Pagination } from "./pagination.js";
 export type { RateLimitInfo } from "./rate-limit.js";

@@ -45,6 +45,24 @@ def test_out_of_stock_raises_insufficient_stock(api: Client, e2e_server: E2EServ
     assert "insufficient_stock" in str(caught.value)
 
 
+def test_three_bad_fields_are_three_problems(api: Client, e2e_server: E2EServer) -> None:
+    with pytest.raises(commerce_client.ValidationFailedError) as caught:
+        api.orders.create(
+            customer_id="",
+            items=items(e2e_server.books[4], 0),
+            shipping_address={**ADDRESS, "country": "XX"},
+        )
+    assert caught.value.details == "customer_id", "details keeps naming the first"
+    problems = caught.value.problems
+    assert [problem.parameter for problem in problems] == [
+        "customer_id",
+        "items[0].quantity",
+        "shipping_address.country",
+    ]
+    assert {problem.reason for problem in problems} == {"validation_failed"}
+    assert all(problem.parameter in problem.message for problem in problems)
+
+
 def test_canceling_twice_raises_invalid_transition(api: Client, e2e_server: E2EServer) -> None:
     order = create(api, e2e_server.books[5])
     api.orders.cancel(order.id)

@@ -13,6 +13,7 @@ from commerce_client import (
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
+    Problem,
     RateLimitError,
     ServerError,
 )
@@ -134,6 +135,35 @@ def test_an_error_from_before_reasons_has_none(sleeps: list[float]) -> None:
         client.products.get("prod_1")
     assert type(caught.value) is ConflictError
     assert caught.value.reason is None
+
+
+def test_every_problem_of_the_request_is_on_the_error(sleeps: list[float]) -> None:
+    problems = [
+        {"parameter": "customer_id", "reason": "validation_failed", "message": "Missing `a`."},
+        {"parameter": "items[0].quantity", "reason": "validation_failed", "message": "At least 1."},
+        {"parameter": "colour", "reason": "validation_failed", "message": "Unknown `colour`."},
+    ]
+    error = {
+        "code": "invalid_request",
+        "reason": "validation_failed",
+        "message": "The request has 3 problems: …",
+        "details": "customer_id",
+        "problems": [*problems, "not a problem", {"parameter": 5}],
+    }
+    api = MockAPI().reply(400, {"error": error})
+    with api.client(max_retries=0) as client, pytest.raises(InvalidRequestError) as caught:
+        client.products.get("prod_1")
+    assert caught.value.details == "customer_id"
+    assert caught.value.problems == [Problem(**problem) for problem in problems]
+    assert all(isinstance(problem, Problem) for problem in caught.value.problems)
+
+
+def test_an_error_from_before_problems_has_none(sleeps: list[float]) -> None:
+    api = MockAPI().error(400, "invalid_request", "customer_id", reason="validation_failed")
+    with api.client(max_retries=0) as client, pytest.raises(InvalidRequestError) as caught:
+        client.products.get("prod_1")
+    assert caught.value.problems == []
+    assert CommerceError("no response").problems == []
 
 
 def test_rate_limit_error_carries_retry_after_and_the_headers() -> None:

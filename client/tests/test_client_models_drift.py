@@ -36,6 +36,7 @@ from commerce_client import (
     OrderItem,
     OrderItemParam,
     Pagination,
+    Problem,
     Product,
     ProductListItem,
     ShippingAddressParam,
@@ -70,6 +71,7 @@ MODELS: dict[str, type] = {
     "CategoryListItem": Category,
     "Delivery": EventDelivery,
     "DeliveryAttempt": DeliveryAttempt,
+    "ErrorProblem": Problem,
     "Event": Event,
     "EventWithDeliveries": EventWithDeliveries,
     "Order": Order,
@@ -90,6 +92,8 @@ WIDER = {
     ("EventWithDeliveries", "data"),
     # {field: [old, new]}: an object of arrays of any JSON value.
     ("AuditEvent", "changes"),
+    # New reasons may be added: a problem keeps one this version does not know (as errors do).
+    ("ErrorProblem", "reason"),
 }
 PARAMS: dict[str, type] = {
     "OrderItemCreate": OrderItemParam,

@@ -83,6 +83,28 @@ describe("e2e: reasons", { skip: SKIP }, () => {
     });
   });
 
+  test("three bad fields are three problems, the first also in details", async () => {
+    const book = await aBook();
+    const order = {
+      customer_id: "",
+      items: [{ product_id: book.id, quantity: 0 }],
+      shipping_address: { ...ADDRESS, country: "XX" },
+    };
+    await assert.rejects(client.orders.create(order), (error) => {
+      assert.equal(error.constructor, lib.ValidationFailedError);
+      assert.equal(error.details, "customer_id");
+      assert.deepEqual(
+        error.problems.map((problem) => problem.parameter),
+        ["customer_id", "items[0].quantity", "shipping_address.country"],
+      );
+      for (const problem of error.problems) {
+        assert.equal(problem.reason, "validation_failed");
+        assert.ok(problem.message.includes(problem.parameter), problem.message);
+      }
+      return true;
+    });
+  });
+
   test("keys say why they are refused: invalid_api_key, forbidden", async () => {
     const unknown = new lib.CommerceClient({ apiKey: `sk_sandbox_${"x".repeat(32)}`, baseUrl: server.baseUrl });
     await assert.rejects(unknown.products.list(), (error) => {

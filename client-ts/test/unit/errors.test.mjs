@@ -51,6 +51,26 @@ describe("error mapping", () => {
     });
   }
 
+  test("every problem of the request is on the error, typed; none when the body has none", async () => {
+    const problems = [
+      { parameter: "customer_id", reason: "validation_failed", message: "Missing required parameter `customer_id`." },
+      { parameter: "items[0].quantity", reason: "validation_failed", message: "Invalid value for `items[0].quantity`: must be at least 1." },
+      { parameter: "colour", reason: "validation_failed", message: "Unknown parameter `colour`." },
+    ];
+    const body = { error: { code: "invalid_request", reason: "validation_failed", message: "The request has 3 problems: …", details: "customer_id", problems } };
+    const { client } = await stubClient([json(400, body), apiError(400, "invalid_request", "old server", "customer_id")]);
+    await assert.rejects(client.orders.get("ord_1"), (error) => {
+      assert.ok(error instanceof InvalidRequestError);
+      assert.equal(error.details, "customer_id");
+      assert.deepEqual(error.problems, problems);
+      return true;
+    });
+    await assert.rejects(client.orders.get("ord_1"), (error) => {
+      assert.deepEqual(error.problems, []);
+      return true;
+    });
+  });
+
   test("a body that is not the API's envelope still gives the right class", async () => {
     const { client } = await stubClient([
       new Response("<html>Bad Gateway</html>", { status: 404, statusText: "Not Found", headers: { "content-type": "text/html" } }),

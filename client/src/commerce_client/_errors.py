@@ -1,7 +1,7 @@
 """Every exception this library raises. Catch :class:`CommerceError` to catch them all::
 
-    CommerceError                          code, reason, message, details, status_code,
-    │                                      request_id, rate_limit
+    CommerceError                          code, reason, message, details, problems,
+    │                                      status_code, request_id, rate_limit
     ├── APIConnectionError                 no response: DNS, refused connection, reset, timeout
     │   └── APITimeoutError                the request timed out
     ├── APIStatusError                     the API answered 4xx/5xx: status_code, request_id, body
@@ -29,18 +29,22 @@
 docs/design.md); both are None when there was no API response (connection errors, webhook
 verification). A reason this version does not know still sets ``reason``, on the class of its
 status. ``details`` names the offending parameter, such as ``items[0].quantity``, or carries
-the request id of a server error.
+the request id of a server error; ``problems`` lists every problem of the request
+(:class:`~commerce_client.types.Problem`: ``parameter``, ``reason``, ``message``), so a body with
+three bad fields gives three.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 
 import httpx
 
+from commerce_client.types.problem import Problem
 from commerce_client.types.rate_limit import RateLimitInfo
 
 __all__ = [
@@ -78,6 +82,7 @@ class CommerceError(Exception):
         code: str | None = None,
         reason: str | None = None,
         details: str = "",
+        problems: Sequence[Problem] = (),
         status_code: int | None = None,
         request_id: str | None = None,
         rate_limit: RateLimitInfo | None = None,
@@ -87,6 +92,10 @@ class CommerceError(Exception):
         self.code = code
         self.reason = reason
         self.details = details
+        self.problems: list[Problem] = list(problems)
+        """Every problem of the request, in the order the API found them (the first is the
+        one ``details`` names); empty without an API response, for a server error or a rate
+        limit."""
         self.status_code = status_code
         self.request_id = request_id
         self.rate_limit = rate_limit
@@ -244,6 +253,7 @@ class ErrorEnvelope(NamedTuple):
     reason: str | None
     message: str | None
     details: str
+    problems: list[Problem]
 
 
 def error_envelope(response: httpx.Response) -> ErrorEnvelope:
@@ -252,10 +262,11 @@ def error_envelope(response: httpx.Response) -> ErrorEnvelope:
     try:
         error = json.loads(response.content)["error"]
         fields = [error.get(name) for name in ("code", "reason", "message", "details")]
+        problems = Problem.list_from(error.get("problems"))
     except (ValueError, KeyError, TypeError, AttributeError):
-        return ErrorEnvelope(None, None, None, "")
+        return ErrorEnvelope(None, None, None, "", [])
     code, reason, message, details = (value if isinstance(value, str) else None for value in fields)
-    return ErrorEnvelope(code, reason, message, details or "")
+    return ErrorEnvelope(code, reason, message, details or "", problems)
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -282,12 +293,13 @@ def _body(response: httpx.Response) -> Any:
 
 def error_from_response(response: httpx.Response) -> APIStatusError:
     """The exception for a non-2xx response."""
-    code, reason, message, details = error_envelope(response)
+    code, reason, message, details, problems = error_envelope(response)
     status = response.status_code
     kwargs: dict[str, Any] = {
         "code": code,
         "reason": reason,
         "details": details,
+        "problems": problems,
         "status_code": status,
         "body": _body(response),
         "request_id": response.headers.get("x-request-id"),

@@ -79,8 +79,8 @@ async def test_invalid_product_form_shows_the_services_messages(
     )
     assert response.status_code == 400
     assert "Nothing was saved" in response.text
-    assert "`name`" in response.text
-    assert "`price`" in response.text
+    assert "<code>name</code>" in response.text
+    assert "<code>price</code>" in response.text
 
 
 async def test_import_is_all_or_nothing_with_every_bad_record_named(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from commerce_api.core.errors import describe_validation_error, parameter_path, validation_error
+from commerce_api.core.errors import Problem, describe_validation_error, validation_error
+from commerce_api.core.timestamps import Timestamp
+from commerce_api.core.validation_messages import parameter_path
 
 
 @pytest.mark.parametrize(
@@ -85,7 +87,15 @@ def test_invalid_json_body() -> None:
         {"type": "json_invalid", "loc": ("body", 12), "ctx": {"error": "Expecting value"}}
     )
     assert details == "body"
-    assert message == "The request body is not valid JSON (Expecting value)."
+    assert message == "The request body is not valid JSON."
+    message, _ = describe_validation_error(
+        {
+            "type": "json_invalid",
+            "loc": ("body", 21),
+            "ctx": {"error": "EOF while parsing an object at line 1 column 21"},
+        }
+    )
+    assert message == "The request body is not valid JSON (at line 1, column 21)."
     message, _ = describe_validation_error({"type": "json_invalid", "loc": ("body", 0)})
     assert message == "The request body is not valid JSON."
 
@@ -95,7 +105,7 @@ def test_invalid_body_as_a_whole() -> None:
         {"type": "model_type", "loc": ("body",), "msg": "Input should be an object"}
     )
     assert details == "body"
-    assert "Input should be an object" in message
+    assert message == "The request body is invalid: it must be an object."
 
 
 class _Item(BaseModel):
@@ -127,16 +137,73 @@ def test_real_pydantic_errors_are_described() -> None:
     assert message.startswith("Invalid value for `items[0].quantity`:")
 
 
-def test_validation_error_counts_further_problems() -> None:
+def test_validation_error_lists_every_problem() -> None:
     first = {"type": "missing", "loc": ("body", "a"), "msg": "Field required"}
-    second = {"type": "missing", "loc": ("body", "b"), "msg": "Field required"}
-    third = {"type": "missing", "loc": ("body", "c"), "msg": "Field required"}
+    second = {"type": "extra_forbidden", "loc": ("body", "b"), "msg": "Extra inputs"}
+    third = {"type": "int_parsing", "loc": ("body", "c"), "msg": "Input should be an integer"}
 
     error = validation_error([first])
     assert (error.status, error.code, error.details) == (400, "invalid_request", "a")
     assert error.message == "Missing required parameter `a`."
+    assert error.problems == [Problem("a", "validation_failed", error.message)]
 
-    assert validation_error([first, second]).message.endswith("(1 more problem found.)")
-    assert validation_error([first, second, third]).message.endswith("(2 more problems found.)")
+    error = validation_error([first, second, third])
+    assert error.details == "a", "details keeps naming the first parameter"
+    assert error.problems == [
+        Problem("a", "validation_failed", "Missing required parameter `a`."),
+        Problem("b", "validation_failed", "Unknown parameter `b`."),
+        Problem("c", "validation_failed", "Invalid value for `c`: must be a whole number."),
+    ]
+    assert error.message.startswith("The request has 3 problems: ")
+    assert all(problem.message in error.message for problem in error.problems)
+    assert "more problem" not in error.message
     empty = validation_error([])
     assert (empty.status, empty.details) == (400, "body")
+
+
+class _Everything(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+    name: str = Field(min_length=1, max_length=3)
+    count: int = Field(ge=0, le=10)
+    ratio: float = Field(gt=0, lt=1)
+    flag: bool
+    tags: list[str] = Field(min_length=1, max_length=2)
+    kind: Literal["a", "b"]
+    nested: _Item
+    since: Timestamp
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        {"name": "", "count": -1, "ratio": 0, "flag": "yes", "tags": [], "kind": "c"},
+        {"name": "abcd", "count": 11, "ratio": 1, "flag": 1, "tags": ["a", "b", "c"]},
+        {"name": 1, "count": "1", "ratio": "x", "tags": "a", "nested": [], "since": 5},
+        {"count": 2.5, "ratio": float("nan"), "nested": {"product_id": 1}, "since": "yesterday"},
+    ],
+)
+def test_messages_are_in_our_words_never_pydantic_s(payload: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as info:
+        _Everything.model_validate(payload)
+    errors = [{**error, "loc": ("body", *error["loc"])} for error in info.value.errors()]
+    error = validation_error(errors)
+    assert len(error.problems) == len(errors)
+    for problem in error.problems:
+        assert problem.message.startswith(("Invalid value for `", "Missing required")), problem
+        for pydantic_words in ("Input should", "String should", "List should", "Value error"):
+            assert pydantic_words not in problem.message, problem
+        assert "is not a valid value" not in problem.message, f"not in the table: {problem}"
+
+
+def test_timestamp_hint_about_query_encoding_only_for_a_query_parameter() -> None:
+    with pytest.raises(ValidationError) as info:
+        _Everything.model_validate({"since": "2026-11-21T08:12:41 01:00"})
+    (raw,) = [error for error in info.value.errors() if error["loc"] == ("since",)]
+    in_body, _ = describe_validation_error({**raw, "loc": ("body", "since")})
+    in_query, _ = describe_validation_error({**raw, "loc": ("query", "created_gte")})
+    assert "RFC 3339" in in_body
+    assert "RFC 3339" in in_query
+    assert "query" not in in_body
+    assert "%2B" not in in_body
+    assert "%2B" in in_query

@@ -1,7 +1,8 @@
 """The error contract of docs/design.md: one test per row of the status table that exists today.
 
-Every error is ``{"error": {"code", "reason", "message", "details"}}`` with exactly those keys,
-its reason one of the table's with the row's status and code, and every response carries
+Every error is ``{"error": {"code", "reason", "message", "details", "problems"}}`` with exactly
+those keys, its reason one of the table's with the row's status and code, ``problems`` listing
+what ``details`` names first (none for a 5xx or a rate limit), and every response carries
 ``X-Request-Id``.
 """
 
@@ -47,8 +48,18 @@ def assert_error(
     body = response.json()
     assert set(body) == {"error"}, body
     error = body["error"]
-    assert set(error) == {"code", "reason", "message", "details"}, error
+    assert set(error) == {"code", "reason", "message", "details", "problems"}, error
+    problems = error.pop("problems")
     assert all(isinstance(value, str) for value in error.values()), error
+    if code in {"server_error", "rate_limited"}:
+        assert problems == [], problems
+    else:
+        assert problems, "a refusal of the request names at least one problem"
+        assert problems[0]["parameter"] == error["details"], problems
+        for problem in problems:
+            assert set(problem) == {"parameter", "reason", "message"}, problem
+            assert problem["reason"] in REASONS, problem
+            assert problem["message"], problem
     assert error["code"] == code, error
     assert REASONS.get(error["reason"]) == (status, code), error
     if reason is not None:

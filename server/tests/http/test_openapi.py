@@ -316,8 +316,13 @@ def test_error_envelope_schema_matches_the_spec() -> None:
     assert envelope["required"] == ["error"]
     detail_ref = envelope["properties"]["error"]["$ref"]
     detail = schemas[detail_ref.rsplit("/", 1)[1]]
-    assert sorted(detail["required"]) == ["code", "details", "message", "reason"]
+    assert sorted(detail["required"]) == ["code", "details", "message", "problems", "reason"]
     assert detail["properties"]["reason"]["enum"] == list(REASONS)
+    problems = detail["properties"]["problems"]
+    assert problems["type"] == "array"
+    problem = schemas[problems["items"]["$ref"].rsplit("/", 1)[1]]
+    assert sorted(problem["required"]) == ["message", "parameter", "reason"]
+    assert problem["properties"]["reason"]["enum"] == list(REASONS)
     assert set(detail["properties"]["code"]["enum"]) == {
         "invalid_request",
         "unauthorized",

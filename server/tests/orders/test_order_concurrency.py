@@ -178,12 +178,15 @@ def assert_out_of_stock(response: httpx.Response, details: str) -> None:
     assert response.status_code == 409, response.text
     assert response.headers["content-type"].startswith("application/json")
     error = response.json()["error"]
-    assert set(error) == {"code", "reason", "message", "details"}
+    assert set(error) == {"code", "reason", "message", "details", "problems"}
     assert error["code"] == "invalid_request"
     assert error["reason"] == "insufficient_stock"
     assert isinstance(error["message"], str)
     assert error["message"]
     assert error["details"] == details
+    assert error["problems"] == [
+        {"parameter": details, "reason": "insufficient_stock", "message": error["message"]}
+    ]
 
 
 # --- the tests ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from commerce_client.types.order import (
     Tracking,
     TrackingParam,
 )
+from commerce_client.types.problem import Problem
 from commerce_client.types.product import Product, ProductListItem, ProductSort
 from commerce_client.types.rate_limit import RateLimitInfo
 from commerce_client.types.webhook_endpoint import WebhookEndpoint, WebhookEndpointWithSecret
@@ -41,6 +42,7 @@ __all__ = [
     "OrderStatus",
     "Page",
     "Pagination",
+    "Problem",
     "Product",
     "ProductListItem",
     "ProductSort",

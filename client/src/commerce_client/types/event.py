@@ -13,6 +13,9 @@ from commerce_client.types.order import Order
 __all__ = ["DeliveryAttempt", "DeliveryStatus", "Event", "EventDelivery", "EventWithDeliveries"]
 
 DeliveryStatus = Literal["pending", "succeeded", "failed"]
+"""A delivery's state, the API's words (the console's too): ``pending`` (not attempted yet, or
+failed with another attempt due at ``next_attempt_at``: ``attempts`` says which), ``succeeded``
+(the receiver answered 2xx), ``failed`` (given up: retries spent, or the receiver answered 410)."""
 
 ORDER_EVENT_TYPES = frozenset({"order.created", "order.fulfilled", "order.canceled"})
 """The event types whose ``data`` is an :class:`Order`."""
@@ -61,6 +64,7 @@ class EventDelivery:
 
     endpoint_id: str
     status: DeliveryStatus
+    """``pending``, ``succeeded`` or ``failed`` (see :data:`DeliveryStatus`)."""
     next_attempt_at: datetime | None
     """When the next retry is due; None once the delivery succeeded or failed for good."""
     attempts: list[DeliveryAttempt]

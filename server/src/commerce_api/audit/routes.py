@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from commerce_api.audit import service
 from commerce_api.audit.schemas import AuditEventList
+from commerce_api.audit.service import Action
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, MAX_ID_LENGTH, newest_first_paging
 from commerce_api.http.dependencies import AdminPrincipal, ServicesDep
 from commerce_api.http.paging import CreatedGte, CreatedLt, Limit, Offset, StartingAfter
@@ -50,9 +51,7 @@ async def list_audit_events(
         SingleLine,
     ] = None,
     action: Annotated[
-        str | None,
-        Query(min_length=1, max_length=64, description="Only this action (`order.fulfill`…)."),
-        SingleLine,
+        Action | None, Query(description="Only this action (`order.fulfill`…).")
     ] = None,
     created_gte: CreatedGte = None,
     created_lt: CreatedLt = None,

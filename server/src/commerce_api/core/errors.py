@@ -1,5 +1,10 @@
 """The error contract: every non-2xx response is
-``{"error": {"code", "reason", "message", "details"}}``.
+``{"error": {"code", "reason", "message", "details", "problems"}}``.
+
+``details`` names the first parameter at fault (the specification's field); ``problems`` lists
+every problem of the request as ``{parameter, reason, message}`` — several when several fields
+are wrong, one for a refusal about one parameter, none for a failure on our side (5xx) or a
+rate limit (the request itself is fine).
 
 Statuses and codes follow docs/design.md's table; ``reason`` is a stable word a program can
 switch on (:data:`REASONS`, the table "Reasons" of docs/design.md), chosen where the error is
@@ -13,9 +18,11 @@ and the command line runs the services without the server.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
+
+from commerce_api.core.validation_messages import describe
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -90,6 +97,25 @@ REASONS: dict[Reason, tuple[int, ErrorCode]] = {
 }
 
 
+class Problem(NamedTuple):
+    """One problem of a request: the parameter at fault, why (a reason of :data:`REASONS`) and
+    what to do, in a sentence."""
+
+    parameter: str
+    reason: Reason
+    message: str
+
+
+# Codes whose refusal is not about the request's parameters: their ``problems`` is empty.
+_NOT_THE_REQUEST: frozenset[ErrorCode] = frozenset({"server_error", "rate_limited"})
+
+
+def single_problem(code: ErrorCode, reason: Reason, message: str, details: str) -> list[Problem]:
+    """The ``problems`` of an error about one parameter (``details``), or none for a failure
+    on our side or a rate limit."""
+    return [] if code in _NOT_THE_REQUEST or not details else [Problem(details, reason, message)]
+
+
 class APIError(Exception):
     """An error with its place in the contract. Raise it anywhere below a route."""
 
@@ -102,6 +128,7 @@ class APIError(Exception):
         headers: Mapping[str, str] | None = None,
         *,
         reason: Reason,
+        problems: Sequence[Problem] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -110,12 +137,22 @@ class APIError(Exception):
         self.message = message
         self.details = details
         self.headers = dict(headers or {})
+        self.problems = (
+            list(problems)
+            if problems is not None
+            else single_problem(code, reason, message, details)
+        )
 
 
 def invalid_request(
-    message: str, details: str, status: int = 400, *, reason: Reason = "validation_failed"
+    message: str,
+    details: str,
+    status: int = 400,
+    *,
+    reason: Reason = "validation_failed",
+    problems: Sequence[Problem] | None = None,
 ) -> APIError:
-    return APIError(status, "invalid_request", message, details, reason=reason)
+    return APIError(status, "invalid_request", message, details, reason=reason, problems=problems)
 
 
 # The answer to a body that ended before it was complete. The server cannot tell a chunked
@@ -149,8 +186,23 @@ def forbidden(
     return APIError(403, "unauthorized", message, details, reason=reason)
 
 
-def error_body(code: ErrorCode, reason: Reason, message: str, details: str) -> bytes:
-    error = {"code": code, "reason": reason, "message": message, "details": details}
+def error_body(
+    code: ErrorCode,
+    reason: Reason,
+    message: str,
+    details: str,
+    problems: Sequence[Problem] | None = None,
+) -> bytes:
+    """The envelope; ``problems`` defaults to the one problem ``details`` names."""
+    if problems is None:
+        problems = single_problem(code, reason, message, details)
+    error = {
+        "code": code,
+        "reason": reason,
+        "message": message,
+        "details": details,
+        "problems": [problem._asdict() for problem in problems],
+    }
     return orjson.dumps({"error": error})
 
 
@@ -167,51 +219,34 @@ def server_error(request_id: str) -> bytes:
 # --- translating validation errors -------------------------------------------------------------
 
 
-def parameter_path(loc: Sequence[str | int]) -> str:
-    """``('body', 'items', 2, 'quantity')`` → ``items[2].quantity``."""
-    parts = list(loc)
-    if parts and parts[0] in {"body", "query", "path", "header"}:
-        where = parts.pop(0)
-        if not parts:
-            return "body" if where == "body" else str(where)
-    path = ""
-    for part in parts:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
-    return path or "body"
-
-
 def describe_validation_error(error: Mapping[str, Any]) -> tuple[str, str]:
-    """The (message, details) pair for one pydantic error."""
-    loc = tuple(error.get("loc", ()))
-    kind = error.get("type", "")
-    param = parameter_path(loc)
-    if kind == "json_invalid":
-        problem = error.get("ctx", {}).get("error", "")
-        return f"The request body is not valid JSON ({problem}).".replace(" ()", ""), "body"
-    if kind == "missing":
-        if param == "body":
-            return "A JSON request body is required.", "body"
-        return f"Missing required parameter `{param}`.", param
-    if kind == "extra_forbidden":
-        return f"Unknown parameter `{param}`.", param
-    if param == "body":
-        return f"The request body is invalid: {error.get('msg', 'invalid')}.", "body"
-    msg = str(error.get("msg", "invalid value"))
-    msg = msg.removeprefix("Value error, ")
-    return f"Invalid value for `{param}`: {msg}.", param
+    """The (message, details) pair for one pydantic error, in our wording."""
+    parameter, message, _malformed = describe(error)
+    return message, parameter
 
 
 def validation_error(errors: Sequence[Mapping[str, Any]]) -> APIError:
+    """Every problem pydantic found, each in our wording; ``details`` names the first."""
     if not errors:
         return invalid_request("The request is invalid.", "body")
-    message, details = describe_validation_error(errors[0])
-    if len(errors) > 1:
-        message += f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} found.)"
-    # A body that is not JSON at all is not a value to correct: the request is malformed.
-    malformed = errors[0].get("type") == "json_invalid"
+    problems: list[Problem] = []
+    malformed = False
+    for error in errors:
+        parameter, message, not_json = describe(error)
+        # A body that is not JSON at all is not a value to correct: the request is malformed.
+        malformed = malformed or not_json
+        reason: Reason = "malformed_request" if not_json else "validation_failed"
+        problems.append(Problem(parameter, reason, message))
     return invalid_request(
-        message, details, reason="malformed_request" if malformed else "validation_failed"
+        summary(problems),
+        problems[0].parameter,
+        reason="malformed_request" if malformed else "validation_failed",
+        problems=problems,
     )
+
+
+def summary(problems: Sequence[Problem]) -> str:
+    """The envelope's ``message`` for ``problems``: the one, or each of several in turn."""
+    if len(problems) == 1:
+        return problems[0].message
+    return f"The request has {len(problems)} problems: " + " ".join(p.message for p in problems)

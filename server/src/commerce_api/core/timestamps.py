@@ -7,6 +7,9 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from commerce_api.core.validation_messages import TIMESTAMP_FORMAT, TIMESTAMP_RULE
 
 
 def utcnow() -> datetime:
@@ -43,10 +46,9 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]
 def _rfc3339_text(value: object) -> object:
     if isinstance(value, datetime) or (isinstance(value, str) and _RFC3339.fullmatch(value)):
         return value
-    raise ValueError(
-        "must be an RFC 3339 timestamp with its time zone, such as `2026-11-21T08:12:41Z` "
-        "(a `+` of an offset is sent as `%2B` in a query string)"
-    )
+    # Our own error type: the message is worded where it is rendered, with the query-string
+    # hint only for a query parameter (core/validation_messages.py).
+    raise PydanticCustomError(TIMESTAMP_FORMAT, TIMESTAMP_RULE)
 
 
 def _in_utc(value: datetime) -> datetime:

@@ -31,7 +31,11 @@ class DeliveryAttempt(ResponseModel):
 
 class Delivery(ResponseModel):
     endpoint_id: str
-    status: Literal["pending", "succeeded", "failed"]
+    status: Literal["pending", "succeeded", "failed"] = Field(
+        description="`pending`: not attempted yet, or failed with another attempt due at "
+        "`next_attempt_at` (its `attempts` say which); `succeeded`: the receiver answered 2xx; "
+        "`failed`: given up (its retries ran out, or the receiver answered 410)."
+    )
     next_attempt_at: TimestampText | None
     attempts: list[DeliveryAttempt]
 

@@ -34,7 +34,7 @@ class BodyTooLarge(StarletteHTTPException):
 
 def error_response(error: APIError) -> Response:
     return Response(
-        error_body(error.code, error.reason, error.message, error.details),
+        error_body(error.code, error.reason, error.message, error.details, error.problems),
         status_code=error.status,
         media_type="application/json",
         headers=error.headers,
@@ -80,9 +80,12 @@ async def _http_exception_handler(request: Request, exc: Exception) -> Response:
         )
     elif exc.status_code == 413:  # BodyTooLarge, raised while the routes read the body
         error = invalid_request(str(exc.detail), "body", 413, reason="payload_too_large")
-    else:  # FastAPI's own refusals of a body it could not parse
+    else:  # FastAPI's own refusals of a body it could not parse: said in our words
         error = invalid_request(
-            str(exc.detail), "body", status=exc.status_code, reason="malformed_request"
+            "The request body could not be read; send it as JSON.",
+            "body",
+            status=exc.status_code,
+            reason="malformed_request",
         )
     error.headers.update(headers)
     return error_response(error)

@@ -41,11 +41,12 @@ The Commerce API: a product catalogue, orders, and order events by signed webhoo
 Authenticate every `/v1` request with `Authorization: Bearer <API_KEY>`: a secret key (`sk_…`)
 from a server, or in a storefront's pages a publishable key (`pk_…`), which reads the catalogue
 (the operations that document no 403) and nothing else (any other operation: 403, reason
-`publishable_key_not_allowed`). Errors always have
-the body `{"error": {"code", "reason", "message", "details"}}`, where `reason` is a stable word a
-program can switch on (`insufficient_stock`, `idempotency_key_in_use`, …: the `reason` of the
-`ErrorDetail` schema below lists every one) and `details` names the offending parameter. Money
-is a JSON number with at most two decimals; timestamps are ISO 8601 UTC.
+`publishable_key_not_allowed`). Errors always have the body
+`{"error": {"code", "reason", "message", "details", "problems"}}`, where `reason` is a stable
+word a program can switch on (`insufficient_stock`, `idempotency_key_in_use`, …: the `reason`
+of the `ErrorDetail` schema below lists every one), `details` names the (first) offending
+parameter and `problems` lists every problem of the request as `{parameter, reason, message}`.
+Money is a JSON number with at most two decimals; timestamps are ISO 8601 UTC.
 """
 
 
@@ -108,6 +109,13 @@ _PUBLISHABLE_KEY_REFUSED = {
                     "reason": "publishable_key_not_allowed",
                     "message": "Publishable keys (pk_…) may only read the catalogue …",
                     "details": "Authorization",
+                    "problems": [
+                        {
+                            "parameter": "Authorization",
+                            "reason": "publishable_key_not_allowed",
+                            "message": "Publishable keys (pk_…) may only read the catalogue …",
+                        }
+                    ],
                 }
             },
         }

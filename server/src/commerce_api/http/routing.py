@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
-from commerce_api.core.errors import REASONS, Reason, invalid_request
+from commerce_api.core.errors import REASONS, APIError, Problem, Reason, invalid_request, summary
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
 from commerce_api.http.declaration import (
@@ -119,9 +119,9 @@ class StrictRoute(APIRoute):
                     await admin_principal(principal)
             elif reads_catalog:
                 await catalog_principal(request)
-            for name in request.query_params:
-                if name not in known:
-                    raise invalid_request(f"Unknown query parameter `{name}`.", name)
+            unknown = [name for name in request.query_params if name not in known]
+            if unknown:
+                raise unknown_query_parameters(unknown)
             if takes_body and _has_body(request) and not _is_json(request):
                 raise invalid_request(
                     "The request body must be JSON: send `Content-Type: application/json`.",
@@ -136,6 +136,15 @@ class StrictRoute(APIRoute):
             return await handler(request)
 
         return strict_handler
+
+
+def unknown_query_parameters(names: list[str]) -> APIError:
+    """One problem per unknown query parameter (each named once, in the order sent)."""
+    problems = [
+        Problem(name, "validation_failed", f"Unknown query parameter `{name}`.")
+        for name in dict.fromkeys(names)
+    ]
+    return invalid_request(summary(problems), problems[0].parameter, problems=problems)
 
 
 async def _idempotently(

@@ -109,6 +109,15 @@ class ResponseModel(BaseModel):
     """Base for documented response bodies (never used to validate our own output)."""
 
 
+class ErrorProblem(ResponseModel):
+    parameter: str = Field(
+        description="The parameter at fault, as the request spells it: a body field "
+        "(`items[0].quantity`), a query parameter (`status`) or a header (`Authorization`)."
+    )
+    reason: Reason = Field(description="Why, one of the reasons of the error's `reason` list.")
+    message: str = Field(description="What is wrong with it and what to do, in a sentence.")
+
+
 class ErrorDetail(ResponseModel):
     code: ErrorCode = Field(description="One of the five error codes of the specification.")
     reason: Reason = Field(
@@ -118,8 +127,13 @@ class ErrorDetail(ResponseModel):
     )
     message: str = Field(description="A human-readable summary that says what to do.")
     details: str = Field(
-        description="Specifics: the offending parameter (`items[0].quantity`), or the request "
-        "id for a server error."
+        description="Specifics: the offending parameter (`items[0].quantity`; the first of "
+        "several, all of them are in `problems`), or the request id for a server error."
+    )
+    problems: list[ErrorProblem] = Field(
+        description="Every problem of the request, in the order found: several when several "
+        "fields are wrong, one for a refusal about one parameter, none for a server error "
+        "(5xx) or a rate limit."
     )
 
 

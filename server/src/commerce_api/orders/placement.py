@@ -99,7 +99,7 @@ class PlacementResult:
     def of_error(cls, error: APIError) -> PlacementResult:
         """The contract's error response (as ``errors.error_response`` renders it)."""
         headers = {name.lower(): value for name, value in error.headers.items()}
-        body = error_body(error.code, error.reason, error.message, error.details)
+        body = error_body(error.code, error.reason, error.message, error.details, error.problems)
         return cls(error.status, {"content-type": JSON, **headers}, body)
 
     def response(self) -> Response:

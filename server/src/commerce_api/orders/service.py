@@ -14,9 +14,11 @@ from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
 from commerce_api.core.errors import (
     APIError,
+    Problem,
     forbidden,
     invalid_request,
     not_found,
+    summary,
     validation_error,
 )
 from commerce_api.core.ids import looks_like, new_id
@@ -119,27 +121,34 @@ def check_units(data: OrderCreate, settings: Settings) -> None:
     line that takes them over the limit."""
     per_line = settings.order_max_units_per_line
     units: dict[str, int] = defaultdict(int)
+    over: dict[str, Problem] = {}  # per product: the line that takes it over the limit
     for index, item in enumerate(data.items):
         units[item.product_id] += item.quantity
         if units[item.product_id] > per_line:
             merged = units[item.product_id] != item.quantity
-            raise invalid_request(
-                f"A line may order at most {per_line} units"
-                + (
-                    f"; the lines for `{item.product_id}` add up to {units[item.product_id]}."
-                    if merged
-                    else "."
-                ),
-                f"items[{index}].quantity",
-                reason="order_limit_exceeded",
+            message = f"A line may order at most {per_line} units" + (
+                f"; the lines for `{item.product_id}` add up to {units[item.product_id]}."
+                if merged
+                else "."
+            )
+            over.setdefault(
+                item.product_id,
+                Problem(f"items[{index}].quantity", "order_limit_exceeded", message),
             )
     total = sum(units.values())
+    problems = list(over.values())
     if total > settings.order_max_units:
-        raise invalid_request(
+        message = (
             f"An order may hold at most {settings.order_max_units} units in all; "
-            f"this one has {total}.",
-            "items",
+            f"this one has {total}."
+        )
+        problems.append(Problem("items", "order_limit_exceeded", message))
+    if problems:
+        raise invalid_request(
+            summary(problems),
+            problems[0].parameter,
             reason="order_limit_exceeded",
+            problems=problems,
         )
 
 

@@ -26,13 +26,14 @@ from commerce_api.console.pages.render import (
     PAGE_SIZE,
     PREFIX,
     change_then_redirect,
+    form_problems,
     form_text,
     page_number,
     pagination,
     redirect,
     render,
 )
-from commerce_api.core.errors import APIError, describe_validation_error
+from commerce_api.core.errors import APIError, Problem, validation_error
 from commerce_api.http.dependencies import ServicesDep
 
 PRODUCT_FIELDS = ("name", "description", "price", "category", "inventory_count")
@@ -40,10 +41,10 @@ LIST_URL = f"{PREFIX}/products"
 CSV_HEADER = ("id", *PRODUCT_FIELDS)
 
 
-def _product_fields(form: FormData) -> tuple[dict[str, Any], list[str]]:
+def _product_fields(form: FormData) -> tuple[dict[str, Any], list[Problem]]:
     """The product's fields from a form (numbers parsed), and what could not be parsed."""
     fields: dict[str, Any] = {}
-    errors: list[str] = []
+    errors: list[Problem] = []
     for name in PRODUCT_FIELDS:
         value = form.get(name)
         if isinstance(value, str):
@@ -52,17 +53,21 @@ def _product_fields(form: FormData) -> tuple[dict[str, Any], list[str]]:
         if "price" in fields:
             fields["price"] = float(Decimal(fields["price"]))
     except InvalidOperation:
-        errors.append("Price must be a number such as 19.99.")
+        errors.append(
+            Problem("price", "validation_failed", "Price must be a number such as 19.99.")
+        )
     try:
         if "inventory_count" in fields:
             fields["inventory_count"] = int(fields["inventory_count"] or "0")
     except ValueError:
-        errors.append("Stock must be a whole number.")
+        errors.append(
+            Problem("inventory_count", "validation_failed", "Stock must be a whole number.")
+        )
     return fields, errors
 
 
-def _validation_messages(exc: ValidationError) -> list[str]:
-    return [describe_validation_error(error)[0] for error in exc.errors()]
+def _validation_problems(exc: ValidationError) -> list[Problem]:
+    return validation_error(exc.errors()).problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +150,9 @@ async def create_product(request: Request, services: ServicesDep, session: Sessi
         try:
             data = ProductCreate.model_validate(fields)
         except ValidationError as exc:
-            errors = _validation_messages(exc)
+            errors = _validation_problems(exc)
     if errors:
-        context = {"nav": "products", "product": None, "values": form, "errors": errors}
+        context = {"nav": "products", "product": None, "values": form, **form_problems(errors)}
         return render(request, "product.html", context, 400)
     async with services.db.write() as conn:
         product = await catalog.create_product(conn, session.principal, data)
@@ -221,14 +226,14 @@ async def update_product(
     if not errors:
         errors = await _update(services, session, product_id, fields)
     if errors:
-        extra = {"values": form, "errors": errors}
+        extra = {"values": form, **form_problems(errors)}
         return await _product_page(request, services, product_id, extra, 400)
     return redirect(f"{PREFIX}/products/{product_id}", "product-saved")
 
 
 async def _update(
     services: ServicesDep, session: SessionDep, product_id: str, fields: dict[str, Any]
-) -> list[str]:
+) -> list[Problem]:
     """The API's product update of ``fields`` by the session's key; what went wrong, if
     anything, as the page's error messages."""
     try:
@@ -236,9 +241,9 @@ async def _update(
         async with services.db.write() as conn:
             await catalog.update_product(conn, session.principal, product_id, data)
     except ValidationError as exc:
-        return _validation_messages(exc)
+        return _validation_problems(exc)
     except APIError as exc:
-        return [exc.message]
+        return exc.problems or [Problem("", exc.reason, exc.message)]
     return []
 
 
@@ -261,13 +266,16 @@ async def set_stock(
     that one field, so the other fields are left as they are (and the audit trail records the
     old and new count, by the session's key)."""
     text = form_text(await request.form(), "inventory_count")
-    errors: list[str] = []
+    errors: list[Problem] = []
     if not (text.isascii() and text.isdigit() and len(text) <= len(str(MAX_INVENTORY))):
-        errors = [f"Stock must be a whole number of units, from 0 to {MAX_INVENTORY}."]
+        message = f"Stock must be a whole number of units, from 0 to {MAX_INVENTORY}."
+        errors = [Problem("stock", "validation_failed", message)]
     else:
         errors = await _update(services, session, product_id, {"inventory_count": int(text)})
+        # The stock form's own field, not the product form's `inventory_count` above it.
+        errors = [p._replace(parameter="stock") if p.parameter else p for p in errors]
     if errors:
-        extra = {"errors": errors, "stock_value": text}
+        extra = {**form_problems(errors), "stock_value": text}
         return await _product_page(request, services, product_id, extra, 400)
     return redirect(f"{PREFIX}/products/{product_id}", "stock-set")
 

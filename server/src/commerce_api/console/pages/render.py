@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -17,7 +18,7 @@ from starlette.templating import Jinja2Templates
 
 from commerce_api.accounts.service import Principal
 from commerce_api.console.sessions import COOKIE_PATH, ConsoleSession
-from commerce_api.core.errors import APIError
+from commerce_api.core.errors import APIError, Problem
 from commerce_api.core.timestamps import format_timestamp
 from commerce_api.http.dependencies import get_services
 from commerce_api.storage.db import Database
@@ -67,6 +68,22 @@ def _when(value: object) -> str:
 
 templates.env.filters["money"] = _money
 templates.env.filters["when"] = _when
+
+
+def form_problems(problems: Iterable[Problem | str]) -> dict[str, Any]:
+    """What a form's page shows of its problems: ``errors``, every message (above the form),
+    and ``invalid``, each form field at fault with its first message (marked and shown next to
+    it; ``items[0].quantity`` is the field ``items``). A plain string is about no one field."""
+    errors: list[str] = []
+    invalid: dict[str, str] = {}
+    for problem in problems:
+        if isinstance(problem, str):
+            errors.append(problem)
+            continue
+        errors.append(problem.message)
+        if field := re.split(r"[.\[]", problem.parameter, maxsplit=1)[0]:
+            invalid.setdefault(field, problem.message)
+    return {"errors": errors, "invalid": invalid}
 
 
 def render(

@@ -5,7 +5,7 @@ event's deliveries."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,12 +20,13 @@ from commerce_api.console.pages.render import (
     PAGE_SIZE,
     PREFIX,
     for_account,
+    form_problems,
     form_text,
     redirect,
     render,
 )
 from commerce_api.console.sessions import ConsoleSession
-from commerce_api.core.errors import APIError, describe_validation_error
+from commerce_api.core.errors import APIError, Problem, validation_error
 from commerce_api.core.timestamps import utcnow
 from commerce_api.events import service as event_service
 from commerce_api.http.dependencies import ServicesDep
@@ -40,16 +41,14 @@ SINCE_FORMAT = "%Y-%m-%dT%H:%M"  # an <input type="datetime-local">'s value
 
 
 def delivery_summary(states: list[Any]) -> dict[str, int]:
-    """An event's deliveries by state: delivered, pending (not attempted yet), retrying
-    (pending after a failed attempt) and failed (given up)."""
+    """An event's deliveries counted by the API's status — ``succeeded``, ``pending``,
+    ``failed`` (docs/design.md, "Webhook delivery states") — and ``after_failure``: how many
+    of the pending ones have a failed attempt behind them (a retry scheduled)."""
     counts: Counter[str] = Counter()
     for state in states:
-        if state.status == "succeeded":
-            counts["delivered"] += 1
-        elif state.status == "failed":
-            counts["failed"] += 1
-        else:
-            counts["retrying" if state.attempts > 0 else "pending"] += 1
+        counts[state.status] += 1
+        if state.status == "pending" and state.attempts > 0:
+            counts["after_failure"] += 1
     return dict(counts)
 
 
@@ -112,14 +111,14 @@ async def create_endpoint(
     if description := form_text(form, "description"):
         fields["description"] = description
 
-    async def refused(errors: list[str], status: int) -> Response:
-        extra = {"errors": errors, "values": fields}
+    async def refused(errors: Sequence[Problem | str], status: int) -> Response:
+        extra = {**form_problems(errors), "values": fields}
         return await _webhooks_page(request, services, session, account_id, extra, status)
 
     try:
         data = WebhookEndpointCreate.model_validate(fields)
     except ValidationError as exc:
-        return await refused([describe_validation_error(e)[0] for e in exc.errors()], 400)
+        return await refused(validation_error(exc.errors()).problems, 400)
     async with services.db.read() as conn:
         if account_id not in {row.id for row in await repository.list_accounts(conn)}:
             return await refused([f"No account with id `{account_id}`."], 404)
@@ -134,8 +133,8 @@ async def create_endpoint(
                 services.settings,
                 services.secret_box,
             )
-    except APIError as exc:
-        return await refused([exc.message], exc.status)
+    except APIError as exc:  # a URL the deployment refuses names `url`
+        return await refused(exc.problems or [exc.message], exc.status)
     extra = {"created_endpoint": created}
     return await _webhooks_page(request, services, session, account_id, extra, 201)
 
