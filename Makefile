@@ -21,8 +21,11 @@ $(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
+# Bytecode compiled at install, ours too: a machine (or CI) with PYTHONDONTWRITEBYTECODE set
+# never writes it, and would compile every module again at each start of every command.
 $(VENV)/.installed: pyproject.toml uv.lock server/pyproject.toml client/pyproject.toml | $(UV)
-	$(UV) sync --locked --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"
+	$(UV) sync --locked --compile-bytecode --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"
+	$(BIN)/python -m compileall -q server/src client/src
 	@touch $@
 
 serve: install ## Start the service with a demo catalogue on localhost:8000 (HOST=, PORT= change it)
@@ -51,7 +54,7 @@ test-latest: install ## The test suite on the newest releases the dependency ran
 	cd "$$copy"; \
 	export UV_PROJECT_ENVIRONMENT="$$copy/.venv"; \
 	$(abspath $(UV)) lock --upgrade; \
-	$(abspath $(UV)) sync --locked --quiet --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"; \
+	$(abspath $(UV)) sync --locked --quiet --compile-bytecode --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"; \
 	"$$copy/.venv/bin/pytest" $(PYTEST_ARGS)
 
 # What CI (.ci/run) runs on the newest releases: the whole suite twice took ~57 minutes on a
