@@ -27,7 +27,6 @@ from commerce_api.core import tracing
 from commerce_api.core.errors import APIError, install_error_handlers
 from commerce_api.events import service as events
 from commerce_api.events.routes import events_router
-from commerce_api.http import idempotency
 from commerce_api.http.cors import CatalogCORS
 from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.middleware import ErrorGuardMiddleware
@@ -40,6 +39,7 @@ from commerce_api.http.routing import (
     json_response,
 )
 from commerce_api.http.schemas import ErrorResponse
+from commerce_api.idempotency import service as idempotency
 from commerce_api.observability import metrics, traces
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
