@@ -51,6 +51,7 @@ from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.faults import log_failure
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
+from commerce_api.webhooks.repository.outbox import pending_summary
 from commerce_api.webhooks.routes import endpoints_router
 
 TITLE = "Commerce API"
@@ -198,6 +199,7 @@ class CommerceAPI(FastAPI):
 
 def create_app(settings: Settings | None = None) -> CommerceAPI:
     settings = settings or Settings()
+    metrics.read_outbox_with(pending_summary)  # the gauges /metrics reads at scrape time
     observer = RequestObserver(
         metrics.RequestMetrics() if settings.metrics == "on" else None,
         AccessLog(resolved_format(settings)),
