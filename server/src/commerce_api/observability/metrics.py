@@ -24,7 +24,6 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
-    Histogram,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -35,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.core.timestamps import utcnow
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE, AnsweredRequest
 from commerce_api.observability.batching import Batch
+from commerce_api.observability.histogram import BatchedChild, BatchedHistogram
 from commerce_api.storage.db import Database
 from commerce_api.storage.faults import log_failure
 
@@ -53,7 +53,7 @@ REQUESTS = Counter(
     "HTTP requests answered, by route template, method and status.",
     ["route", "method", "status"],
 )
-REQUEST_DURATION = Histogram(
+REQUEST_DURATION = BatchedHistogram(
     "commerce_http_request_duration_seconds",
     "Time from receiving a request to sending the end of its response.",
     ["route", "method"],
@@ -100,14 +100,13 @@ class RequestMetrics:
     every ``RequestObserver.BATCH_SIZE`` requests, ``RequestObserver.FLUSH_SECONDS`` after the
     first note, and before every scrape (:func:`flush_before_scrape`) — so a scrape always sees
     this process's requests, and another worker's (``--workers``) at most ``FLUSH_SECONDS``
-    late. Batching keeps the label lookups and the counters' increments out of each request's
-    path (one per distinct label set and batch); the histogram is observed once per request,
-    with prometheus-client's own ``observe``.
+    late. Batching keeps prometheus-client's locks and bucket search out of each request's
+    path: one increment per label set, bucket and batch (``histogram.BatchedHistogram``).
     """
 
     def __init__(self) -> None:
         # (route, method, status) → its counter and its (route, method) histogram
-        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        self._children: dict[tuple[str, str, int], tuple[Counter, BatchedChild]] = {}
 
     def record_many(self, answered: list[AnsweredRequest]) -> None:
         # Counted per child, then added once: in multi-process mode every increment is a locked
@@ -131,7 +130,7 @@ class RequestMetrics:
                 self._children[route, method, status] = children
             counter, histogram = children
             counter.inc(len(durations))
-            observe_all(histogram, durations)
+            histogram.observe_many(durations)
 
 
 # The batches holding requests not yet handed to the metrics (the request observers').
@@ -142,14 +141,6 @@ def flush_before_scrape(batch: Batch[AnsweredRequest]) -> None:
     """Have every scrape flush ``batch`` (one whose writer feeds :meth:`RequestMetrics.record_many`)
     before it reads the metrics: a scrape counts every request answered before it."""
     _UNCOUNTED.add(batch)
-
-
-def observe_all(histogram: Histogram, values: list[float]) -> None:
-    """``histogram.observe`` for each of ``values`` (prometheus-client has no documented call
-    for many values at once)."""
-    observe = histogram.observe
-    for value in values:
-        observe(value)
 
 
 def counter_method(method: str) -> str:
@@ -198,7 +189,7 @@ class _Scrape:
         self.outbox = outbox
 
     def collect(self) -> Iterator[Metric]:
-        yield from self.source.collect()
+        yield from REQUEST_DURATION.expose(self.source.collect())
         if self.outbox is None:
             return
         yield GaugeMetricFamily(
