@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, insert, select, update
 
 from commerce_api.accounts import service as accounts
-from commerce_api.http import idempotency
+from commerce_api.idempotency import service as idempotency
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys, products
 from tests import helpers

@@ -31,7 +31,8 @@ from commerce_api.http.middleware import is_storage_full
 from commerce_api.http.pipeline import RequestObserver, route_template
 from commerce_api.observability import metrics
 from commerce_api.observability.access import LOGGER_NAME, AccessLog
-from commerce_api.observability.metrics import RequestMetrics, observe_all
+from commerce_api.observability.histogram import BatchedHistogram
+from commerce_api.observability.metrics import RequestMetrics
 from commerce_api.orders import placement
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import webhook_deliveries
@@ -374,20 +375,26 @@ async def test_one_batch_feeds_the_metrics_and_the_request_log_and_a_scrape_flus
         [0.0],
         [0.0001, 0.004, 0.005, 0.0051, 0.3, 2.5, 7.0, 1e6],
         [0.01] * 64,
-        [-1.0, 0.05, 0.05, 10.0, float("inf")],
+        [0.0, 0.05, 0.05, 10.0, float("inf")],
     ],
     ids=["zero", "every-bucket", "one-bucket", "edges"],
 )
 def test_observing_a_batch_is_observing_each_value(values: list[float]) -> None:
-    """``observe_all`` (one increment per bucket) exposes what ``observe`` per value does."""
+    """``BatchedHistogram`` (one increment per bucket and batch, on counters) exposes what
+    prometheus-client's ``Histogram.observe`` per value does."""
     buckets = (0.005, 0.05, 0.5, 5.0)
     one_by_one, batched = CollectorRegistry(), CollectorRegistry()
-    single = Histogram("d", "d", buckets=buckets, registry=one_by_one)
-    many = Histogram("d", "d", buckets=buckets, registry=batched)
+    single = Histogram("d", "d", ["route"], buckets=buckets, registry=one_by_one)
+    many = BatchedHistogram("d", "d", ["route"], buckets, registry=batched)
     for value in values:
-        single.observe(value)
-    observe_all(many, values)
-    assert _without_created(generate_latest(batched)) == _without_created(
+        single.labels("/a").observe(value)
+    many.labels("/a").observe_many(values)
+
+    class Exposed:
+        def collect(self) -> Any:
+            return many.expose(batched.collect())
+
+    assert _without_created(generate_latest(Exposed())) == _without_created(
         generate_latest(one_by_one)
     )
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from commerce_api.core.errors import APIError
-from commerce_api.http.idempotency import KeyedRequest
+from commerce_api.idempotency.service import KeyedRequest
 from commerce_api.orders import desk, placement
 from commerce_api.orders.placement import OrderRequest, PlacementResult
 from commerce_api.storage.crypto import SecretBox

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from commerce_api.accounts.service import Principal
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
-from commerce_api.http.idempotency import KeyedRequest
+from commerce_api.idempotency.service import KeyedRequest
 from commerce_api.orders.placement import OrderRequest, PlacementResult, place_batch
 from commerce_api.storage.bulk import insert_rows
 from commerce_api.storage.crypto import SecretBox

@@ -22,7 +22,7 @@ from sqlalchemy.exc import DBAPIError
 
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError
-from commerce_api.http.idempotency import KeyedRequest
+from commerce_api.idempotency.service import KeyedRequest
 from commerce_api.orders import batch_repository, repository
 from commerce_api.orders.placement import OrderRequest, PlacementResult, Result, place_batch
 from commerce_api.storage import freshness

@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("settings",),
     ("storage",),
     ("observability",),
-    ("ratelimit", "accounts"),
+    ("ratelimit", "accounts", "idempotency"),
     ("http",),
     ("audit",),
     ("catalog",),

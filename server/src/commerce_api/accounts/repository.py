@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -63,6 +63,22 @@ async def insert_key(
             created_at=created_at,
         )
     )
+
+
+# The key a request's token names (by its hash), with its account's tier: what the read path
+# authenticates with, compiled once for its drivers (``readpath/statements.py``).
+KEY_BY_HASH = (
+    select(
+        api_keys.c.id,
+        api_keys.c.account_id,
+        api_keys.c.role,
+        api_keys.c.key_hash,
+        api_keys.c.revoked_at,
+        accounts.c.tier,
+    )
+    .select_from(api_keys.outerjoin(accounts, accounts.c.id == api_keys.c.account_id))
+    .where(api_keys.c.key_hash == bindparam("key_hash"))
+)
 
 
 async def find_key(conn: AsyncConnection, key_hash: str) -> Row[tuple[object, ...]] | None:

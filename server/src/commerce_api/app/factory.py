@@ -27,7 +27,6 @@ from commerce_api.core import tracing
 from commerce_api.core.errors import APIError
 from commerce_api.events import service as events
 from commerce_api.events.routes import events_router
-from commerce_api.http import idempotency
 from commerce_api.http.cors import ApiCORS
 from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.errors import install_error_handlers
@@ -40,6 +39,7 @@ from commerce_api.http.routing import (
     json_response,
 )
 from commerce_api.http.schemas import ErrorResponse
+from commerce_api.idempotency import service as idempotency
 from commerce_api.observability import metrics, traces
 from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
@@ -51,6 +51,7 @@ from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.faults import log_failure
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
+from commerce_api.webhooks.repository.outbox import pending_summary
 from commerce_api.webhooks.routes import endpoints_router
 
 TITLE = "Commerce API"
@@ -198,6 +199,7 @@ class CommerceAPI(FastAPI):
 
 def create_app(settings: Settings | None = None) -> CommerceAPI:
     settings = settings or Settings()
+    metrics.read_outbox_with(pending_summary)  # the gauges /metrics reads at scrape time
     observer = RequestObserver(
         metrics.RequestMetrics() if settings.metrics == "on" else None,
         AccessLog(resolved_format(settings)),

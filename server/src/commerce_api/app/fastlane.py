@@ -43,7 +43,6 @@ from commerce_api.accounts.service import secret_key_principal
 from commerce_api.app.fastlane_routes import ServedRoute, Unserved
 from commerce_api.app.services import Services
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError
-from commerce_api.http import idempotency
 from commerce_api.http.authentication import authenticate
 from commerce_api.http.context import context
 from commerce_api.http.errors import render_exception
@@ -57,6 +56,7 @@ from commerce_api.http.request_head import (
     request_headers,
 )
 from commerce_api.http.routing import keyed_request, run_self_managed, served_first_as
+from commerce_api.idempotency import service as idempotency
 
 logger = logging.getLogger("commerce_api.readpath")
 

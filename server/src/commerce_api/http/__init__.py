@@ -21,12 +21,14 @@
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
 - ``paging``: the query parameters every list endpoint pages with (``limit``, ``offset``,
   ``starting_after``, ``created_gte``, ``created_lt``).
-- ``idempotency``: ``Idempotency-Key`` on POSTs; ``schemas``: request and response pieces
-  every resource shares.
+- ``idempotency``: ``Idempotency-Key``'s HTTP side (the header, a response stored as the key's
+  outcome and replayed; the rest is ``commerce_api.idempotency``); ``schemas``: request and
+  response pieces every resource shares.
 - ``openapi``: the published OpenAPI document and ``/docs``.
 
-May import: ``core``, ``settings``, ``storage``, ``observability``, ``ratelimit`` and
-``accounts`` (every request authenticates). The services of the domain packages above it
-(``readpath``, ``orders``) are named in annotations only (``TYPE_CHECKING``), never imported
-at run time: the route modules of those packages import this one.
+May import: ``core``, ``settings``, ``storage``, ``observability``, ``ratelimit``,
+``accounts`` (every request authenticates) and ``idempotency``. The services of the domain
+packages above it (``readpath``, ``orders``) are named in annotations only
+(``TYPE_CHECKING``), never imported at run time: the route modules of those packages import
+this one.
 """

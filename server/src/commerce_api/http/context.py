@@ -20,7 +20,7 @@ from commerce_api.core.ids import random_token
 if TYPE_CHECKING:
     from commerce_api.accounts.service import Principal
     from commerce_api.core.errors import APIError
-    from commerce_api.http.idempotency import KeyedRequest, Pending
+    from commerce_api.idempotency.service import KeyedRequest, Pending
     from commerce_api.ratelimit.limiter import Decision
     from commerce_api.storage.freshness import Versions
 

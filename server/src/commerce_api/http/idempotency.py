@@ -1,160 +1,19 @@
-"""``Idempotency-Key`` for POST requests, held in the database so it works across processes.
-
-1. *Look up* (:func:`lookup`): a key already used for a different request (fingerprint) → 422;
-   one that finished → its stored response is replayed with ``Idempotent-Replayed: true``;
-   otherwise the request runs (:class:`Pending`) — nothing is written before it does.
-2. *Record*: the route stores the key with its response in the same transaction as the change
-   it made (:func:`record`), so "change committed" and "response recorded" cannot come apart.
-   If another request with the key got there first (it inserted the row: on PostgreSQL the
-   insert waits for that request's commit), this one's transaction rolls back and the other's
-   response is replayed (:class:`KeyTaken`). Responses that changed nothing (errors) are
-   recorded afterwards the same way, in a transaction of their own (:func:`record_apart`).
-3. A 5xx or a crash leaves nothing behind — no change, no key (the route's transaction rolled
-   back), so a retry with the key runs at once (issue 32: a committed claim used to refuse it
-   with 409 for its 60 s lease after a crash).
-
-Keys are scoped to the account and kept 24 hours; :func:`prune` deletes older ones.
-
-Orders claim their key in the order's own transaction too: their batch locks the key's row,
-decides with :func:`verdict` and stores the outcome (``orders/placement.py``). An order's
-validation error is stored with :func:`claim` and :func:`record_separately`. A row left in
-flight (by an older version) is taken over once its lease has expired.
-"""
+"""``Idempotency-Key``'s HTTP side: the header read and validated, a response stored as the
+key's outcome and a stored outcome answered (``Idempotent-Replayed: true``). What a key is and
+when it is replayed is ``commerce_api.idempotency`` (its service and repository)."""
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Literal
-
-import orjson
-from sqlalchemy import and_, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from commerce_api.core.errors import APIError, invalid_request
-from commerce_api.core.timestamps import utcnow
+from commerce_api.core.errors import invalid_request
 from commerce_api.http.context import context
-from commerce_api.storage.bulk import dialect_insert
+from commerce_api.idempotency import service
+from commerce_api.idempotency.service import HEADER, KEY_PATTERN, MAX_KEY_LENGTH, StoredResponse
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
-from commerce_api.storage.tables import idempotency_keys as keys
-
-HEADER = "Idempotency-Key"
-REPLAYED_HEADER = "Idempotent-Replayed"
-MAX_KEY_LENGTH = 255
-RETENTION = timedelta(hours=24)
-# A claim older than this with no recorded response belongs to a request that died; its
-# transaction rolled back, so it is safe to take over. Far above any request's duration.
-LEASE = timedelta(seconds=60)
-KEY_PATTERN = re.compile(f"[\\x20-\\x7e]{{1,{MAX_KEY_LENGTH}}}")
-_KEPT_HEADERS = ("content-type", "location")
-
-
-@dataclass(frozen=True, slots=True)
-class KeyedRequest:
-    """A request's ``Idempotency-Key``: the account (scope), the key, the request's print."""
-
-    scope: str
-    key: str
-    fingerprint: str
-
-
-@dataclass(slots=True)
-class Pending:
-    """A keyed POST running without a claim: :func:`record` stores its key with its response
-    in the change's own transaction."""
-
-    keyed: KeyedRequest
-    recorded: bool = False
-
-
-class KeyTaken(Exception):
-    """Another request with the key finished first: roll back, replay its stored response."""
-
-    def __init__(self, row: Any) -> None:
-        super().__init__("the Idempotency-Key was recorded by another request first")
-        self.row = row
-
-    def response(self, secret_box: SecretBox) -> Response:
-        row = self.row
-        return replay(row.response_status, row.response_headers, row.response_body, secret_box)
-
-
-async def lookup(db: Database, secret_box: SecretBox, keyed: KeyedRequest) -> Response | None:
-    """The stored response for the key, replayed; None to run the request (the key is new,
-    expired, or an abandoned claim's). Raises :class:`KeyConflict` (422, or 409 in flight)."""
-    async with db.read() as conn:
-        row = (
-            await conn.execute(
-                select(keys).where(keys.c.scope == keyed.scope, keys.c.key == keyed.key)
-            )
-        ).first()
-    if row is None or verdict(row, keyed.fingerprint, utcnow()) != "replay":
-        return None
-    return replay(row.response_status, row.response_headers, row.response_body, secret_box)
-
-
-async def store(
-    conn: AsyncConnection, secret_box: SecretBox, keyed: KeyedRequest, response: Response
-) -> None:
-    """Store ``response`` as the key's, in the caller's transaction. Raises :class:`KeyTaken`
-    when another request recorded the key first, :class:`KeyConflict` when the key is another
-    request's or still in flight: either way the caller's transaction must roll back."""
-    now = utcnow()
-    values = _stored_values(response, secret_box)
-    where = (keys.c.scope == keyed.scope, keys.c.key == keyed.key)
-    inserted = await conn.execute(
-        dialect_insert(conn)(keys)
-        .values(
-            scope=keyed.scope,
-            key=keyed.key,
-            fingerprint=keyed.fingerprint,
-            locked_at=now,
-            created_at=now,
-            **values,
-        )
-        .on_conflict_do_nothing(index_elements=["scope", "key"])
-        .returning(keys.c.key)
-    )
-    if inserted.first() is not None:
-        return
-    row = (await conn.execute(select(keys).where(*where).with_for_update())).one()
-    found = verdict(row, keyed.fingerprint, now)
-    if found == "replay":
-        raise KeyTaken(row)
-    created_at = now if found == "reset" else row.created_at
-    await conn.execute(
-        update(keys)
-        .where(*where)
-        .values(fingerprint=keyed.fingerprint, locked_at=now, created_at=created_at, **values)
-    )
-
-
-async def record_apart(
-    db: Database, secret_box: SecretBox, pending: Pending, response: Response
-) -> Response:
-    """Store a response that changed nothing (an error) as the key's, in a transaction of its
-    own; the response to give: this one, or the one another request recorded first."""
-    try:
-        async with db.write() as conn:
-            await store(conn, secret_box, pending.keyed, response)
-    except KeyTaken as taken:
-        return taken.response(secret_box)
-    pending.recorded = True
-    return response
-
-
-@dataclass(slots=True)
-class Claim:
-    scope: str
-    key: str
-    locked_at: datetime
-    recorded: bool = False
 
 
 def read_key(request: Request) -> str | None:
@@ -170,189 +29,59 @@ def read_key(request: Request) -> str | None:
     return key
 
 
-def fingerprint(method: str, path: str, query: str, body: bytes) -> str:
-    """What makes two requests "the same": method, path, query and body (JSON key order and
-    whitespace do not count)."""
-    try:
-        canonical = orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS) if body else b""
-    except orjson.JSONDecodeError:
-        canonical = body
-    digest = hashlib.sha256()
-    for part in (method.encode(), path.encode(), query.encode(), canonical):
-        digest.update(len(part).to_bytes(8, "big"))
-        digest.update(part)
-    return digest.hexdigest()
+def render(outcome: StoredResponse) -> Response:
+    """A key's stored outcome as the response to answer."""
+    return Response(outcome.body, status_code=outcome.status, headers=dict(outcome.headers))
 
 
-async def claim(db: Database, secret_box: SecretBox, keyed: KeyedRequest) -> Claim | Response:
-    """Claim the key for this request, or answer from what is stored (see the module doc)."""
-    scope, key, fingerprint = keyed.scope, keyed.key, keyed.fingerprint
-    now = utcnow()
-    async with db.write() as conn:
-        inserted = await conn.execute(
-            dialect_insert(conn)(keys)
-            .values(
-                scope=scope,
-                key=key,
-                fingerprint=fingerprint,
-                state="in_flight",
-                locked_at=now,
-                created_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["scope", "key"])
-            .returning(keys.c.key)
-        )
-        if inserted.first() is not None:
-            return Claim(scope, key, now)
-
-        for _ in range(2):  # a take-over that lost a race reads the row once more
-            row = (
-                await conn.execute(select(keys).where(keys.c.scope == scope, keys.c.key == key))
-            ).one()
-            found = verdict(row, fingerprint, now)
-            if found == "replay":
-                break
-            if await _take_over(conn, row, fingerprint, now, reset=found == "reset"):
-                return Claim(scope, key, now)
-        else:
-            raise _in_flight()
-    return replay(row.response_status, row.response_headers, row.response_body, secret_box)
+def outcome_of(response: Response) -> StoredResponse:
+    """A response as the key's outcome."""
+    return StoredResponse(response.status_code, response.headers, bytes(response.body))
 
 
-class KeyConflict(APIError):
-    """The key cannot be used for this request now (422 reused, 409 in flight). Never stored."""
-
-
-Verdict = Literal["replay", "take_over", "reset"]
-
-
-def verdict(row: Any, fingerprint: str, now: datetime) -> Verdict:
-    """What to do with a request whose key is already in the table: replay the stored
-    response, take over an abandoned claim, start afresh (the key expired), or — raised — 422
-    for a different request under the same key, 409 while the first is still in flight."""
-    expired = row.created_at < now - RETENTION
-    if not expired and row.fingerprint != fingerprint:
-        raise KeyConflict(
-            422,
-            "invalid_request",
-            f"This `{HEADER}` was already used with a different request. Use a new key "
-            "for a new request.",
-            HEADER,
-            reason="idempotency_key_reused",
-        )
-    if expired:
-        return "reset"
-    if row.state == "in_flight":
-        if row.locked_at < now - LEASE:
-            return "take_over"
-        raise _in_flight()
-    return "replay"
-
-
-def replay(
-    status: int, headers: dict[str, str] | None, body: bytes, secret_box: SecretBox
-) -> Response:
-    """The stored response, marked as a replay."""
-    return Response(
-        secret_box.decrypt_bytes(body), status_code=status, headers=replayed_headers(headers)
-    )
-
-
-def replayed_headers(stored: dict[str, str] | None) -> dict[str, str]:
-    """A stored response's headers (lower-case names), marked as a replay."""
-    return {**(stored or {}), REPLAYED_HEADER.lower(): "true"}
-
-
-async def _take_over(
-    conn: AsyncConnection, row: Any, fingerprint: str, now: datetime, *, reset: bool
-) -> bool:
-    """Claim an expired key (a fresh start) or an abandoned claim; False if the row changed
-    since ``row`` was read — another request took it over, or the request that held the claim
-    finished after all (its state is part of the match: resetting a finished row would run its
-    request a second time)."""
-    result = await conn.execute(
-        update(keys)
-        .where(
-            keys.c.scope == row.scope,
-            keys.c.key == row.key,
-            keys.c.state == row.state,
-            keys.c.locked_at == row.locked_at,
-            keys.c.created_at == row.created_at,
-        )
-        .values(
-            fingerprint=fingerprint,
-            state="in_flight",
-            locked_at=now,
-            created_at=now if reset else row.created_at,
-            response_status=None,
-            response_headers=None,
-            response_body=None,
-        )
-        .returning(keys.c.key)
-    )
-    return result.first() is not None
-
-
-def _in_flight() -> APIError:
-    return KeyConflict(
-        409,
-        "invalid_request",
-        f"A request with this `{HEADER}` is still being processed. Retry in a moment.",
-        HEADER,
-        reason="idempotency_key_in_use",
-    )
-
-
-def _stored_values(response: Response, secret_box: SecretBox) -> dict[str, Any]:
-    return stored_values(response.status_code, response.headers, bytes(response.body), secret_box)
-
-
-def stored_values(
-    status: int, headers: Mapping[str, str], body: bytes, secret_box: SecretBox
-) -> dict[str, Any]:
-    """The columns of a finished key: the response, its body encrypted at rest (a stored body
-    can carry a secret, such as a new webhook endpoint's ``whsec_…``)."""
-    return {
-        "state": "done",
-        "response_status": status,
-        "response_headers": {name: headers[name] for name in _KEPT_HEADERS if name in headers},
-        "response_body": secret_box.encrypt_bytes(body),
-    }
-
-
-def _owned(claim_: Claim) -> Any:
-    return and_(
-        keys.c.scope == claim_.scope,
-        keys.c.key == claim_.key,
-        keys.c.state == "in_flight",
-        keys.c.locked_at == claim_.locked_at,
-    )
+async def lookup(
+    db: Database, secret_box: SecretBox, keyed: service.KeyedRequest
+) -> Response | None:
+    """The stored response for the key, replayed; None to run the request
+    (``service.lookup``)."""
+    stored = await service.lookup(db, secret_box, keyed)
+    return None if stored is None else render(stored)
 
 
 async def record(conn: AsyncConnection, request: Request, response: Response) -> None:
-    """Store ``response`` for the request's key, inside the caller's transaction (:func:`store`).
+    """Store ``response`` for the request's key, inside the caller's transaction
+    (``service.store``).
 
-    No-op for requests without a key. Raises (rolling the caller back) :class:`KeyTaken` if
-    another request with the key recorded it first, :class:`KeyConflict` if it is in use.
+    No-op for requests without a key. Raises (rolling the caller back) ``KeyTaken`` if
+    another request with the key recorded it first, ``KeyConflict`` if it is in use.
     """
     pending = context(request.scope).claim
     if pending is None:
         return
-    await store(conn, request.app.state.services.secret_box, pending.keyed, response)
+    secret_box = request.app.state.services.secret_box
+    await service.store(conn, secret_box, pending.keyed, outcome_of(response))
     pending.recorded = True
 
 
+async def record_apart(
+    db: Database, secret_box: SecretBox, pending: service.Pending, response: Response
+) -> Response:
+    """Store a response that changed nothing (an error) as the key's, in a transaction of its
+    own; the response to give: this one, or the one another request recorded first."""
+    taken = await service.record_apart(db, secret_box, pending, outcome_of(response))
+    return response if taken is None else render(taken)
+
+
+async def claim(
+    db: Database, secret_box: SecretBox, keyed: service.KeyedRequest
+) -> service.Claim | Response:
+    """Claim the key for this request, or the stored response to answer (``service.claim``)."""
+    claimed = await service.claim(db, secret_box, keyed)
+    return render(claimed) if isinstance(claimed, StoredResponse) else claimed
+
+
 async def record_separately(
-    db: Database, secret_box: SecretBox, claim_: Claim, response: Response
+    db: Database, secret_box: SecretBox, claim_: service.Claim, response: Response
 ) -> None:
-    async with db.write() as conn:
-        values = _stored_values(response, secret_box)
-        await conn.execute(update(keys).where(_owned(claim_)).values(**values))
-    claim_.recorded = True
-
-
-async def prune(db: Database) -> int:
-    """Delete keys older than the retention period; returns how many."""
-    async with db.write() as conn:
-        result = await conn.execute(delete(keys).where(keys.c.created_at < utcnow() - RETENTION))
-    return result.rowcount or 0
+    """Store ``response`` in the key this request claimed."""
+    await service.record_separately(db, secret_box, claim_, outcome_of(response))

@@ -21,9 +21,9 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from starlette.responses import HTMLResponse, Response
 
-from commerce_api.http import idempotency
 from commerce_api.http.pipeline import EXEMPT_PATHS
 from commerce_api.http.routing import admits_publishable_keys
+from commerce_api.idempotency import service as idempotency
 
 OPENAPI_URL = "/v1/openapi.json"
 DOCS_URL = "/docs"

@@ -31,6 +31,7 @@ from commerce_api.http.dependencies import (
 from commerce_api.http.errors import render_exception
 from commerce_api.http.schemas import ErrorResponse
 from commerce_api.http.services import RequestServices
+from commerce_api.idempotency import service as keys
 
 JSON = "application/json"
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
@@ -150,7 +151,7 @@ def unknown_query_parameters(names: list[str]) -> APIError:
 async def _idempotently(
     handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
 ) -> Response:
-    """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.http.idempotency``)."""
+    """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.idempotency.service``)."""
     services = get_services(request)
     db, secret_box = services.db, services.secret_box
     keyed = await _keyed_request(request, key)
@@ -159,13 +160,13 @@ async def _idempotently(
         return stored
     # Nothing is written before the handler: it records the key with its change (so a crash
     # or a 5xx leaves no claim behind to refuse the retry).
-    pending = idempotency.Pending(keyed)
+    pending = keys.Pending(keyed)
     context(request.scope).claim = pending
     try:
         response = await handler(request)
-    except idempotency.KeyTaken as taken:  # another request with the key committed first
-        return taken.response(secret_box)
-    except idempotency.KeyConflict:
+    except keys.KeyTaken as taken:  # another request with the key committed first
+        return idempotency.render(taken.stored(secret_box))
+    except keys.KeyConflict:
         raise
     except Exception as exc:
         rendered = await render_exception(request, exc)
@@ -193,7 +194,7 @@ async def _self_managed(
 async def run_self_managed(
     services: RequestServices,
     request: Request,
-    keyed: idempotency.KeyedRequest,
+    keyed: keys.KeyedRequest,
     run: Callable[[], Awaitable[Response]],
 ) -> Response:
     """Run a POST whose endpoint claims and records its key in its own write (``run``, for the
@@ -202,7 +203,7 @@ async def run_self_managed(
     context(request.scope).keyed = keyed
     try:
         return await run()
-    except idempotency.KeyConflict:
+    except keys.KeyConflict:
         raise
     except Exception as exc:
         rendered = await render_exception(request, exc)
@@ -215,7 +216,7 @@ async def run_self_managed(
     return rendered
 
 
-async def _keyed_request(request: Request, key: str) -> idempotency.KeyedRequest:
+async def _keyed_request(request: Request, key: str) -> keys.KeyedRequest:
     principal = await current_principal(request)
     return keyed_request(
         principal, key, request.method, request.url.path, request.url.query, await request.body()
@@ -224,10 +225,10 @@ async def _keyed_request(request: Request, key: str) -> idempotency.KeyedRequest
 
 def keyed_request(
     principal: Principal, key: str, method: str, path: str, query: str, body: bytes
-) -> idempotency.KeyedRequest:
+) -> keys.KeyedRequest:
     """The caller's scope, the key, and what makes this request "the same" as another."""
-    fingerprint = idempotency.fingerprint(method, path, query, body)
-    return idempotency.KeyedRequest(principal.scope, key, fingerprint)
+    fingerprint = keys.fingerprint(method, path, query, body)
+    return keys.KeyedRequest(principal.scope, key, fingerprint)
 
 
 def _has_body(request: Request) -> bool:

@@ -4,9 +4,8 @@ import them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
-
-from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
 from commerce_api.http.context import RequestContext
@@ -45,7 +44,17 @@ class CatalogReads(Authenticator, Protocol):
 
 
 class PlacedOrder(Protocol):
-    def response(self) -> Response: ...
+    """An order's outcome (``orders.placement.PlacementResult``): a plain value the route
+    renders."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def body(self) -> bytes: ...
 
 
 class OrderPlacer(Protocol):

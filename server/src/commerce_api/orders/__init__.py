@@ -1,5 +1,5 @@
 """Orders: placing them with atomic stock reservation, reading, cancelling, fulfilling.
 
-May import: ``core``, ``settings``, ``storage``, ``accounts``, ``http``, ``audit`` and
-``events``.
+May import: ``core``, ``settings``, ``storage``, ``accounts``, ``idempotency``, ``http`` (its
+routes and schemas; placement returns plain results), ``audit`` and ``events``.
 """

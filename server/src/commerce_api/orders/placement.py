@@ -52,15 +52,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit.service import order_created
 from commerce_api.core.errors import APIError, error_body
 from commerce_api.core.timestamps import utcnow
 from commerce_api.events.service import NewEvent, event_rows, record_events
-from commerce_api.http import idempotency
-from commerce_api.http.routing import JSON
+from commerce_api.idempotency import service as idempotency
 from commerce_api.orders import batch_repository, repository
 from commerce_api.orders.domain import EVENT_FOR_STATUS, Line, OrderStatus
 from commerce_api.orders.schemas import OrderCreate
@@ -74,6 +72,7 @@ from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Executor
 
 CREATED = EVENT_FOR_STATUS[OrderStatus.PENDING]
+JSON = "application/json"  # the content type of every outcome's body
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +87,8 @@ class OrderRequest:
 
 @dataclass(frozen=True, slots=True)
 class PlacementResult:
-    """The response: a new order (201), the order's 4xx, or a replay of a stored one."""
+    """An order's outcome, as its ``Idempotency-Key`` stores it: a new order (201), the
+    order's 4xx, or a replay of a stored one. A plain value: the route renders it."""
 
     status: int
     headers: dict[str, str]
@@ -101,9 +101,6 @@ class PlacementResult:
         headers = {name.lower(): value for name, value in error.headers.items()}
         body = error_body(error.code, error.reason, error.message, error.details, error.problems)
         return cls(error.status, {"content-type": JSON, **headers}, body)
-
-    def response(self) -> Response:
-        return Response(self.body, status_code=self.status, headers=self.headers)
 
 
 # What each request of a batch gets: an outcome, or an error to raise (an order's own 4xx

@@ -55,7 +55,7 @@ async def create_order(
     keyed = context(request.scope).keyed  # its claim is in the batch
     traceparent = tracing.current_traceparent() if tracing.ENABLED else None
     outcome = await services.orders.place(OrderRequest(principal, body, keyed, traceparent))
-    return outcome.response()
+    return Response(outcome.body, status_code=outcome.status, headers=outcome.headers)
 
 
 @router.get(

@@ -3,9 +3,9 @@
 SQLite: the standard library's sqlite3, called inline on a private read-only connection — a
 primary-key lookup takes microseconds, less than handing it to a thread would (WAL readers
 never wait for writers); a search, which may read many index entries, on a thread of its own.
-PostgreSQL: an asyncpg pool. The SQL is not written here: it is the catalogue's own statements
-(``catalog/repository.py``) compiled for each driver, once (at import, or a search's at its
-first use).
+PostgreSQL: an asyncpg pool. The SQL is not written here: it is the catalogue's and the keys' own
+statements (``catalog/repository.py``, ``accounts/repository.py``) compiled for each driver,
+once (at import, or a search's at its first use).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from commerce_api.readpath.statements import (
     COUNT_ACTIVE_SQLITE,
     ITEMS_POSTGRESQL,
     ITEMS_SQLITE,
-    KEY,
+    KEY_POSTGRESQL,
+    KEY_SQLITE,
     PRODUCT_SQLITE,
     PRODUCT_TIMESTAMPS,
     PRODUCTS_POSTGRESQL,
@@ -170,7 +171,7 @@ class SQLiteReader:
         return SimpleNamespace(**values)
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
-        row = self._conn.execute(KEY.format("?"), (key_hash,)).fetchone()
+        row = self._conn.execute(KEY_SQLITE, (key_hash,)).fetchone()
         if row is None:
             return None
         record = SimpleNamespace(**dict(row))
@@ -262,7 +263,7 @@ class PostgresReader:
 
     async def key(self, key_hash: str) -> SimpleNamespace | None:
         with self._db.reachability.waiting():
-            row = await self.pool.fetchrow(KEY.format("$1"), key_hash)
+            row = await self.pool.fetchrow(KEY_POSTGRESQL, key_hash)
         return None if row is None else SimpleNamespace(**dict(row))
 
     async def close(self) -> None:

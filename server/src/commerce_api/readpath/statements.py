@@ -1,6 +1,6 @@
-"""The read path's SQL: the catalogue's own statements (``catalog/repository.py``) compiled for
-each driver once — the standard library's ``sqlite3`` (``?``) and asyncpg (``$1``) — at import,
-or a search's at its first use."""
+"""The read path's SQL: the catalogue's and the keys' own statements (``catalog/repository.py``,
+``accounts/repository.py``) compiled for each driver once — the standard library's ``sqlite3``
+(``?``) and asyncpg (``$1``) — at import, or a search's at its first use."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sqlalchemy import Select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
+from commerce_api.accounts.repository import KEY_BY_HASH
 from commerce_api.catalog import repository
 from commerce_api.catalog.repository import (
     ACTIVE_KEYS,
@@ -46,6 +47,8 @@ COUNT_ACTIVE_SQLITE = _compiled(COUNT_ACTIVE, _SQLITE, ())
 COUNT_ACTIVE_POSTGRESQL = _compiled(COUNT_ACTIVE, _POSTGRESQL, ())
 ITEMS_SQLITE = _compiled(LIST_ITEMS_SQLITE, _SQLITE, ("ids",))
 ITEMS_POSTGRESQL = _compiled(LIST_ITEMS_POSTGRESQL, _POSTGRESQL, ("ids",))
+KEY_SQLITE = _compiled(KEY_BY_HASH, _SQLITE, ("key_hash",))
+KEY_POSTGRESQL = _compiled(KEY_BY_HASH, _POSTGRESQL, ("key_hash",))
 # sqlite3 returns timestamps as the text SQLite stores; the engine would convert these.
 PRODUCT_TIMESTAMPS = tuple(
     column.name
@@ -92,9 +95,3 @@ def search_values(
 ) -> dict[str, Any]:
     match = repository.search_match(dialect, words)
     return {"match": match, "category": category, "limit": limit, "offset": offset}
-
-
-KEY = (
-    "SELECT k.id, k.account_id, k.role, k.key_hash, k.revoked_at, a.tier FROM api_keys k "
-    "LEFT JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = {0}"
-)

@@ -8,13 +8,24 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.storage.tables import events, webhook_deliveries
 
 deliveries = webhook_deliveries
+
+
+async def pending_summary(conn: AsyncConnection) -> tuple[int, datetime | None]:
+    """How many deliveries are pending, and the earliest ``next_attempt_at`` among them (None
+    when none is): one query on the ``(status, next_attempt_at)`` index (the ``/metrics``
+    outbox gauges)."""
+    query = select(func.count(), func.min(deliveries.c.next_attempt_at)).where(
+        deliveries.c.status == "pending"
+    )
+    pending, oldest = (await conn.execute(query)).one()
+    return int(pending), oldest
 
 
 def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, Any]:

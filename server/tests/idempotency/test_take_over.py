@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select, update
-from starlette.responses import Response
 
 from commerce_api.core.timestamps import utcnow
-from commerce_api.http import idempotency
+from commerce_api.idempotency import service as idempotency
+from commerce_api.idempotency.service import StoredResponse
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys as keys
@@ -92,9 +92,9 @@ async def test_a_retry_that_loses_the_race_to_the_first_request_replays_it(
         keyed = idempotency.KeyedRequest(SCOPE, KEY, PRINT)
         outcome = await idempotency.claim(db, BOX, keyed)
         assert raced
-        assert isinstance(outcome, Response), "the retry must not run the request again"
+        assert isinstance(outcome, StoredResponse), "the retry must not run the request again"
         assert outcome.body == FIRST_BODY
-        assert outcome.headers[idempotency.REPLAYED_HEADER] == "true"
+        assert outcome.headers[idempotency.REPLAYED_HEADER.lower()] == "true"
         row = await the_row(db)
         assert (row.state, row.response_status) == ("done", 201)
     finally:
