@@ -36,14 +36,26 @@ import sys
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
-from cluster_hosts import API_PORT, APP_HOSTS, BENCH, PG_PORT, REDIS_PORT, pg_bin, sh
+from cluster_hosts import API_PORT, APP_HOSTS, BENCH, PG_PORT, REDIS_PORT, Hosts, pg_bin, sh
 from cluster_load import FAULT_ENV, Load, Outcome, report
 
-if TYPE_CHECKING:
-    from cluster import Bench
+
+class Bench(Protocol):
+    """What the faults need of ``cluster.Bench`` (said here, so that this module does not
+    import the one that runs it)."""
+
+    hosts: Hosts
+    key: str
+    ids: list[str]
+    apps: dict[str, subprocess.Popen[bytes]]
+
+    def start_apps(self, extra: dict[str, str]) -> None: ...
+    def app_env(self, host: str, extra: dict[str, str] | None = None) -> dict[str, str]: ...
+    def spawn_app(self, host: str, extra: dict[str, str]) -> subprocess.Popen[bytes]: ...
+
 
 CUT_SECONDS = 10.0
 BEFORE_SECONDS = 2.0
