@@ -28,10 +28,15 @@ $(VENV)/.installed: pyproject.toml uv.lock server/pyproject.toml client/pyprojec
 serve: install ## Start the service with a demo catalogue on localhost:8000 (HOST=, PORT= change it)
 	$(BIN)/commerce-api serve --demo --host $(HOST) --port $(PORT)
 
-# After pytest, the TypeScript client (client-ts/) when Node.js is installed: npm ci + npm test
-# (a build with its type checks, unit tests, and end-to-end tests against a real server).
+# pytest on PYTEST_WORKERS processes (pytest-xdist; each worker has databases, files and ports
+# of its own: server/tests/conftest.py). PYTEST_ARGS come after, so `PYTEST_ARGS="-n 0 …"` runs
+# in one process. After pytest, the TypeScript client (client-ts/) when Node.js is installed:
+# npm ci + npm test (a build with its type checks, unit tests, and end-to-end tests against a
+# real server).
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadgroup
 test: install ## Run the whole test suite, then the TypeScript client's when Node.js is installed
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 	@if command -v node >/dev/null 2>&1; then \
 		cd client-ts && npm ci --no-audit --no-fund && npm test; \
 	else \
@@ -52,7 +57,7 @@ test-latest: install ## The test suite on the newest releases the dependency ran
 	export UV_PROJECT_ENVIRONMENT="$$copy/.venv"; \
 	$(abspath $(UV)) lock --upgrade; \
 	$(abspath $(UV)) sync --locked --quiet --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"; \
-	"$$copy/.venv/bin/pytest" $(PYTEST_ARGS)
+	"$$copy/.venv/bin/pytest" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # What CI (.ci/run) runs on the newest releases: the whole suite twice took ~57 minutes on a
 # slower 2-core machine (stop 37), past CI's 45. Every test that starts a real server and goes

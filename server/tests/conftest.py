@@ -11,6 +11,15 @@ A third backend, ``pgbouncer``: the same PostgreSQL database through PgBouncer i
 pooling (``tests.pgbouncer_process``), for the tests marked ``pgbouncer`` only (the order and
 read tests): their ``database_url`` cases run a third time through it. Where PgBouncer is not
 installed these skip, saying why, unless ``COMMERCE_TEST_REQUIRE_PGBOUNCER=1`` (``.ci/run``).
+
+In parallel (``make test``: pytest-xdist's ``-n``), each worker is a session of its own, so
+every fixture here is per worker without more: its own PostgreSQL database (named after the
+worker), its own temporary directory (the SQLite files), and, in the tests that need them,
+Redis key prefixes of the test's own and servers on free ports. A new test that uses these
+fixtures is safe in parallel as it is. Tests share a worker only where they share something
+that must exist once: ``pytestmark = pytest.mark.xdist_group("name")`` keeps a module's tests
+on one worker (``--dist loadgroup``), so a module-scoped server starts once, or a build in the
+work tree runs once at a time.
 """
 
 from __future__ import annotations
@@ -44,6 +53,8 @@ REQUIRE_POSTGRES = os.environ.get("COMMERCE_TEST_REQUIRE_POSTGRES") == "1"
 REQUIRE_PGBOUNCER = os.environ.get("COMMERCE_TEST_REQUIRE_PGBOUNCER") == "1"
 BACKENDS = ["sqlite", "postgresql"]
 POOLED = "pgbouncer"  # the third backend, for tests marked so
+# The pytest-xdist worker this session is (``gw0``, ``gw1``, …), ``main`` when not in parallel.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 # Each PgBouncer URL handed out, with the direct URL behind it (``make_settings`` listens there).
 DIRECT_URLS: dict[str, str] = {}
 
@@ -76,7 +87,7 @@ async def postgres_url() -> AsyncIterator[str]:
         if REQUIRE_POSTGRES:
             pytest.fail(message)
         pytest.skip(message + " (set COMMERCE_TEST_POSTGRES_URL)")
-    name = f"commerce_test_{secrets.token_hex(6)}"
+    name = f"commerce_test_{WORKER}_{secrets.token_hex(6)}"
     await admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     try:
@@ -170,7 +181,7 @@ async def empty_database_url(empty_backend: str) -> AsyncIterator[str]:
         yield empty_backend
         return
     dsn = make_url(empty_backend).set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"commerce_fresh_{secrets.token_hex(6)}"
+    name = f"commerce_fresh_{WORKER}_{secrets.token_hex(6)}"
     admin = await asyncpg.connect(dsn, timeout=5)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
