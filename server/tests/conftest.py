@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -57,6 +58,25 @@ POOLED = "pgbouncer"  # the third backend, for tests marked so
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 # Each PgBouncer URL handed out, with the direct URL behind it (``make_settings`` listens there).
 DIRECT_URLS: dict[str, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start (``serve``, the CLI, workers, pytest-xdist's own) read and
+    write their bytecode in one cache outside the tree, kept between runs: without it each of
+    them compiles every module it imports (where ``PYTHONDONTWRITEBYTECODE`` is set, as here), a
+    second or more of start-up each. Python writes a cache file atomically and checks it against
+    its source, so the workers and several checkouts share the cache safely."""
+    if "PYTHONPYCACHEPREFIX" not in os.environ:
+        cache = Path(tempfile.gettempdir()) / f"commerce-tests-pycache-{os.getuid()}"
+        cache.mkdir(mode=0o700, exist_ok=True)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(cache)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+@pytest.fixture(scope="session")
+def pycache() -> Path:
+    """The bytecode cache of the processes the tests start (``pytest_configure``)."""
+    return Path(os.environ["PYTHONPYCACHEPREFIX"])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
