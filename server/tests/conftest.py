@@ -135,11 +135,14 @@ async def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def _empty_postgres(url: str) -> None:
+    """Every row gone, children first (``product_search_words`` goes with ``products``: ON
+    DELETE CASCADE). DELETE, not TRUNCATE: a test leaves a few rows, and TRUNCATE makes each
+    table's files anew before every test, far slower than these DELETEs."""
     db = Database(url)
     try:
         async with db.write() as conn:
-            names = ", ".join(f'"{table.name}"' for table in metadata.sorted_tables)
-            await conn.execute(text(f"TRUNCATE {names} CASCADE"))
+            for table in reversed(metadata.sorted_tables):
+                await conn.execute(table.delete())
     finally:
         await db.dispose()
 
