@@ -13,7 +13,7 @@ export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help install serve test test-latest test-latest-subset lint format clean bench bench-overview bench-catalogue cluster dist
+.PHONY: help install serve test test-latest lint format clean bench bench-overview bench-catalogue cluster dist
 
 install: $(VENV)/.installed ## Create .venv and install both packages from uv.lock (the default target)
 
@@ -31,10 +31,15 @@ $(VENV)/.installed: pyproject.toml uv.lock server/pyproject.toml client/pyprojec
 serve: install ## Start the service with a demo catalogue on localhost:8000 (HOST=, PORT= change it)
 	$(BIN)/commerce-api serve --demo --host $(HOST) --port $(PORT)
 
-# After pytest, the TypeScript client (client-ts/) when Node.js is installed: npm ci + npm test
-# (a build with its type checks, unit tests, and end-to-end tests against a real server).
+# pytest on PYTEST_WORKERS processes (pytest-xdist; each worker has databases, files and ports
+# of its own: server/tests/conftest.py). PYTEST_ARGS come after, so `PYTEST_ARGS="-n 0 …"` runs
+# in one process. After pytest, the TypeScript client (client-ts/) when Node.js is installed:
+# npm ci + npm test (a build with its type checks, unit tests, and end-to-end tests against a
+# real server).
+PYTEST_WORKERS ?= 3
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadgroup
 test: install ## Run the whole test suite, then the TypeScript client's when Node.js is installed
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 	@if command -v node >/dev/null 2>&1; then \
 		cd client-ts && npm ci --no-audit --no-fund && npm test; \
 	else \
@@ -55,22 +60,7 @@ test-latest: install ## The test suite on the newest releases the dependency ran
 	export UV_PROJECT_ENVIRONMENT="$$copy/.venv"; \
 	$(abspath $(UV)) lock --upgrade; \
 	$(abspath $(UV)) sync --locked --quiet --compile-bytecode --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')"; \
-	"$$copy/.venv/bin/pytest" $(PYTEST_ARGS)
-
-# What CI (.ci/run) runs on the newest releases: the whole suite twice took ~57 minutes on a
-# slower 2-core machine (stop 37), past CI's 45. Every test that starts a real server and goes
-# through every route (both clients' end-to-end tests: a test fails if an OpenAPI operation has
-# no client method), the HTTP contract, the fast lane, the server, migrations, orders, the
-# catalogue, events, webhooks' dispatcher, rate limits, observability, the console's pages and
-# the project's own checks (public APIs only, dependency ranges).
-LATEST_TESTS := client/tests server/tests/http server/tests/app server/tests/project \
-	server/tests/cli/test_serve.py server/tests/storage/test_migrations.py \
-	server/tests/orders/test_orders.py server/tests/catalog/test_products.py \
-	server/tests/events/test_events.py server/tests/webhooks/test_dispatcher.py \
-	server/tests/ratelimit/test_limiter.py server/tests/observability server/tests/console/test_pages.py
-
-test-latest-subset: ## test-latest on the tests CI runs (LATEST_TESTS)
-	$(MAKE) test-latest PYTEST_ARGS="$(LATEST_TESTS)"
+	"$$copy/.venv/bin/pytest" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 lint: install ## Check formatting (ruff), lint (ruff) and types (mypy --strict)
 	$(BIN)/ruff format --check .

@@ -11,6 +11,15 @@ A third backend, ``pgbouncer``: the same PostgreSQL database through PgBouncer i
 pooling (``tests.pgbouncer_process``), for the tests marked ``pgbouncer`` only (the order and
 read tests): their ``database_url`` cases run a third time through it. Where PgBouncer is not
 installed these skip, saying why, unless ``COMMERCE_TEST_REQUIRE_PGBOUNCER=1`` (``.ci/run``).
+
+In parallel (``make test``: pytest-xdist's ``-n``), each worker is a session of its own, so
+every fixture here is per worker without more: its own PostgreSQL database (named after the
+worker), its own temporary directory (the SQLite files), and, in the tests that need them,
+Redis key prefixes of the test's own and servers on free ports. A new test that uses these
+fixtures is safe in parallel as it is. Tests share a worker only where they share something
+that must exist once: ``pytestmark = pytest.mark.xdist_group("name")`` keeps a module's tests
+on one worker (``--dist loadgroup``), so a module-scoped server starts once, or a build in the
+work tree runs once at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -44,8 +54,29 @@ REQUIRE_POSTGRES = os.environ.get("COMMERCE_TEST_REQUIRE_POSTGRES") == "1"
 REQUIRE_PGBOUNCER = os.environ.get("COMMERCE_TEST_REQUIRE_PGBOUNCER") == "1"
 BACKENDS = ["sqlite", "postgresql"]
 POOLED = "pgbouncer"  # the third backend, for tests marked so
+# The pytest-xdist worker this session is (``gw0``, ``gw1``, …), ``main`` when not in parallel.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 # Each PgBouncer URL handed out, with the direct URL behind it (``make_settings`` listens there).
 DIRECT_URLS: dict[str, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start (``serve``, the CLI, workers, pytest-xdist's own) read and
+    write their bytecode in one cache outside the tree, kept between runs: without it each of
+    them compiles every module it imports (where ``PYTHONDONTWRITEBYTECODE`` is set, as here), a
+    second or more of start-up each. Python writes a cache file atomically and checks it against
+    its source, so the workers and several checkouts share the cache safely."""
+    if "PYTHONPYCACHEPREFIX" not in os.environ:
+        cache = Path(tempfile.gettempdir()) / f"commerce-tests-pycache-{os.getuid()}"
+        cache.mkdir(mode=0o700, exist_ok=True)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(cache)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+@pytest.fixture(scope="session")
+def pycache() -> Path:
+    """The bytecode cache of the processes the tests start (``pytest_configure``)."""
+    return Path(os.environ["PYTHONPYCACHEPREFIX"])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -76,7 +107,7 @@ async def postgres_url() -> AsyncIterator[str]:
         if REQUIRE_POSTGRES:
             pytest.fail(message)
         pytest.skip(message + " (set COMMERCE_TEST_POSTGRES_URL)")
-    name = f"commerce_test_{secrets.token_hex(6)}"
+    name = f"commerce_test_{WORKER}_{secrets.token_hex(6)}"
     await admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     try:
@@ -104,11 +135,14 @@ async def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def _empty_postgres(url: str) -> None:
+    """Every row gone, children first (``product_search_words`` goes with ``products``: ON
+    DELETE CASCADE). DELETE, not TRUNCATE: a test leaves a few rows, and TRUNCATE makes each
+    table's files anew before every test, far slower than these DELETEs."""
     db = Database(url)
     try:
         async with db.write() as conn:
-            names = ", ".join(f'"{table.name}"' for table in metadata.sorted_tables)
-            await conn.execute(text(f"TRUNCATE {names} CASCADE"))
+            for table in reversed(metadata.sorted_tables):
+                await conn.execute(table.delete())
     finally:
         await db.dispose()
 
@@ -170,7 +204,7 @@ async def empty_database_url(empty_backend: str) -> AsyncIterator[str]:
         yield empty_backend
         return
     dsn = make_url(empty_backend).set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"commerce_fresh_{secrets.token_hex(6)}"
+    name = f"commerce_fresh_{WORKER}_{secrets.token_hex(6)}"
     admin = await asyncpg.connect(dsn, timeout=5)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')

@@ -63,7 +63,7 @@ class Cli:
         env = {key: value for key, value in os.environ.items() if not key.startswith("COMMERCE_")}
         env["COMMERCE_DATABASE_URL"] = self.database_url
         env.update(settings or {})
-        # Compile the imports once for all the processes of the session, outside the venv.
+        # Compile the imports once for all the processes, outside the venv (conftest.py).
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
         process = await asyncio.create_subprocess_exec(
@@ -85,11 +85,6 @@ class Cli:
         listed = json.loads((await self.run("keys", "list", "--json")).ok().stdout)
         assert isinstance(listed, list)
         return listed
-
-
-@pytest.fixture(scope="session")
-def pycache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cli-pycache")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -18,15 +18,10 @@ from tests.cli.test_cli import Cli, query
 CSV = "name,description,price,category,inventory_count\n"
 
 
-@pytest.fixture(scope="session")
-def import_pycache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cli-import-pycache")
-
-
 @pytest.fixture
-def cli(database_url: str, tmp_path: Path, import_pycache: Path) -> Cli:
+def cli(database_url: str, tmp_path: Path, pycache: Path) -> Cli:
     """The CLI on a clean, migrated database of each backend."""
-    return Cli(database_url, tmp_path, import_pycache)
+    return Cli(database_url, tmp_path, pycache)
 
 
 async def test_a_bad_file_changes_nothing_and_names_line_and_column(cli: Cli) -> None:

@@ -16,15 +16,10 @@ from tests import factories
 from tests.cli.test_cli import Cli, query
 
 
-@pytest.fixture(scope="session")
-def orders_pycache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cli-orders-pycache")
-
-
 @pytest.fixture
-def cli(database_url: str, tmp_path: Path, orders_pycache: Path) -> Cli:
+def cli(database_url: str, tmp_path: Path, pycache: Path) -> Cli:
     """The CLI on a clean, migrated database of each backend."""
-    return Cli(database_url, tmp_path, orders_pycache)
+    return Cli(database_url, tmp_path, pycache)
 
 
 async def place_order(database_url: str, *, quantity: int = 2) -> tuple[str, str, str]:

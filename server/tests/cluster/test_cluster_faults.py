@@ -18,7 +18,8 @@ import pytest
 
 from tests.cluster.conditions import run_cluster, skip_unless_possible
 
-pytestmark = pytest.mark.slow
+# One worker for both cluster runs: each makes hosts, a PostgreSQL and load of its own.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 
 def test_orders_survive_a_partition_and_a_database_restart(tmp_path: Path) -> None:

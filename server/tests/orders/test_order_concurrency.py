@@ -33,7 +33,8 @@ from tests.helpers import bearer
 from tests.pgbouncer_process import RunningPgBouncer
 from tests.server_process import RunningServer, running_servers
 
-pytestmark = pytest.mark.slow
+# One worker: the module's servers (``cluster``) start once per backend.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("order-concurrency")]
 
 REQUEST_TIMEOUT_SECONDS = 60.0
 

@@ -23,7 +23,11 @@ NODE = shutil.which("node")
 NPM = shutil.which("npm")
 BUILD_TIMEOUT_SECONDS = 300
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH"),
+    # One worker: `make dist` builds in the work tree (client-ts/), once.
+    pytest.mark.xdist_group("dist"),
+]
 
 
 def run(*args: str | Path, cwd: Path = ROOT) -> str:
