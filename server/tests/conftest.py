@@ -134,7 +134,7 @@ async def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-async def _empty_postgres(url: str) -> None:
+async def empty_postgres(url: str) -> None:
     """Every row gone, children first (``product_search_words`` goes with ``products``: ON
     DELETE CASCADE). DELETE, not TRUNCATE: a test leaves a few rows, and TRUNCATE makes each
     table's files anew before every test, far slower than these DELETEs."""
@@ -184,7 +184,7 @@ def sqlite_database_url(tmp_path: Path, sqlite_template: Path) -> str:
 
 @pytest.fixture
 async def postgresql_database_url(postgres_url: str) -> str:
-    await _empty_postgres(postgres_url)
+    await empty_postgres(postgres_url)
     return postgres_url
 
 

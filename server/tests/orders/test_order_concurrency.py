@@ -29,6 +29,7 @@ from sqlalchemy import func, select
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, order_items, orders
 from tests import factories
+from tests.conftest import empty_postgres
 from tests.helpers import bearer
 from tests.pgbouncer_process import RunningPgBouncer
 from tests.server_process import RunningServer, running_servers
@@ -64,9 +65,12 @@ def cluster(
         shutil.copyfile(template, workdir / "commerce.db")
         database_url = f"sqlite:///{workdir / 'commerce.db'}"
     else:
-        # The session's migrated database. Not emptied: every test scopes its checks to an
-        # account and products of its own.
+        # The session's migrated database, emptied first: the servers read what is there at
+        # start (a webhook endpoint another test of this worker left, its secret sealed with
+        # another key, stops them); each test then scopes its checks to an account and
+        # products of its own.
         database_url = request.getfixturevalue("postgres_url")
+        asyncio.run(empty_postgres(database_url))
     settings = {}
     if request.param == "pgbouncer":  # the servers through PgBouncer, listening direct
         pgbouncer: RunningPgBouncer = request.getfixturevalue("pgbouncer")

@@ -175,7 +175,12 @@ class CommerceAPI(FastAPI):
         )
         try:
             cors = self.cors
-            if cors is not None and scope["type"] == "http":
+            # Without origins, CORS has only preflights (OPTIONS) to refuse: nothing else asks it.
+            if (
+                cors is not None
+                and scope["type"] == "http"
+                and (cors.origins or scope["method"] == "OPTIONS")
+            ):
                 sending = await cors.sending(scope, send)
                 if sending is None:
                     return  # a preflight, answered

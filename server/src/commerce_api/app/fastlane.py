@@ -43,12 +43,12 @@ from commerce_api.accounts.service import secret_key_principal
 from commerce_api.app.fastlane_routes import ServedRoute, Unserved
 from commerce_api.app.services import Services
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError
-from commerce_api.http.authentication import authenticate
 from commerce_api.http.context import context
 from commerce_api.http.errors import render_exception
 from commerce_api.http.middleware import unexpected_failure
 from commerce_api.http.pipeline import Pipeline, own_headers
 from commerce_api.http.request_head import (
+    authenticate,
     authorization,
     declares_body,
     header_text,

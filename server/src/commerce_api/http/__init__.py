@@ -7,8 +7,8 @@
 - ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
   envelope; ``server_guard``: the one ``serve`` puts around the whole app (the head's size
   and lines, ``Host``, per-client requests in flight, the body's deadline).
-- ``authentication``: the request's caller, checked once and memoised in its context;
-  ``request_head``: the head read by name (the body's framing, the key) for the fast lane.
+- ``request_head``: the head read by name (the body's framing, the key) for the fast lane,
+  and the request's caller (``authenticate``), checked once and memoised in its context.
 - ``errors``: the error contract (``core.errors``) as responses, and FastAPI's and Starlette's
   own exceptions translated into it.
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers,

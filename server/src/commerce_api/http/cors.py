@@ -107,7 +107,7 @@ class ApiCORS:
         """The ``send`` to answer this request through, or None when it was a preflight,
         answered here."""
         method = scope["method"]
-        if (not self.origins and method != "OPTIONS") or not scope["path"].startswith("/v1/"):
+        if not scope["path"].startswith("/v1/") or (not self.origins and method != "OPTIONS"):
             return send
         origin: bytes | None = None
         host = b""

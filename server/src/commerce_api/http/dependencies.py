@@ -15,8 +15,8 @@ from fastapi import Depends, Request
 
 from commerce_api.accounts.service import Principal, secret_key_principal
 from commerce_api.core.errors import forbidden
-from commerce_api.http.authentication import authenticate
 from commerce_api.http.context import RequestContext, context
+from commerce_api.http.request_head import authenticate
 from commerce_api.http.services import RequestServices
 
 

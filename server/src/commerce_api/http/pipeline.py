@@ -5,7 +5,7 @@ routes, behind :class:`PipelineMiddleware`. Both finish it here, with one implem
 each concern:
 
 - the request's :class:`~commerce_api.http.context.RequestContext` (its id, its caller, ...);
-- authentication (``http.authentication.authenticate``, memoised in the context; the routes'
+- authentication (``http.request_head.authenticate``, memoised in the context; the routes'
   dependency and the fast lane call it);
 - the rate limit: the request counted against its quota once (:meth:`Pipeline.admit`), a 429
   when it is over, the ``X-RateLimit-*`` headers on every answer;
@@ -33,9 +33,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from commerce_api.accounts.service import Principal
 from commerce_api.core import tracing
 from commerce_api.core.errors import error_body
-from commerce_api.http.authentication import authenticate
 from commerce_api.http.context import RequestContext, client_address, context
-from commerce_api.http.request_head import authorization_header
+from commerce_api.http.request_head import authenticate, authorization_header
 from commerce_api.http.services import RequestServices
 from commerce_api.observability import AnsweredRequest
 from commerce_api.observability.access import AccessLog

@@ -1,12 +1,17 @@
 """The request's head, as a path that answers before the routes reads it (the fast lane, the
-pipeline): headers by name, the body's framing, the API key. Plain functions over the ASGI
-scope, so that no other layer names a header."""
+pipeline): headers by name, the body's framing, the API key, and the caller that key names
+(:func:`authenticate`: checked once, its caller or its 401 memoised in the request's context,
+for the routes' dependencies and the fast lane alike). Plain functions over the ASGI scope, so
+that no other layer names a header."""
 
 from __future__ import annotations
 
 from starlette.types import Scope
 
-from commerce_api.core.errors import unauthorized
+from commerce_api.accounts.service import Principal
+from commerce_api.core.errors import APIError, unauthorized
+from commerce_api.http.context import RequestContext
+from commerce_api.http.services import Authenticator
 
 _AUTHORIZATION = b"authorization"
 _CONTENT_TYPE = b"content-type"
@@ -78,3 +83,20 @@ def authorization_header(scope: Scope) -> str | None:
             text: str = value.decode("latin-1")
             return text
     return None
+
+
+async def authenticate(
+    read_path: Authenticator, ctx: RequestContext, authorization: str | None
+) -> Principal:
+    """The caller of this request (401 without a valid key), memoised: failures too."""
+    if ctx.principal is not None:
+        return ctx.principal
+    if ctx.auth_error is not None:
+        raise ctx.auth_error
+    try:
+        principal = await read_path.authenticate(bearer_token(authorization), ctx)
+    except APIError as exc:
+        ctx.auth_error = exc
+        raise
+    ctx.principal = principal
+    return principal
