@@ -2,7 +2,9 @@
 
 A process of our own on a free loopback port, with its configuration in a temporary directory
 (never the system service's): ``pool_mode = transaction``, ``auth_type = trust`` for the one
-user of the test URL, every database name routed to the test server (``* = host=… port=…``).
+user of the test URL, every database name routed to the test server (``* = host=… port=…``),
+at most 8 server connections a database: each test worker runs a PgBouncer of its own, and
+together they must leave the server's 100 connections room for the workers' direct ones.
 PgBouncer refuses to run as root, so as root it runs as the ``postgres`` user. Stopping sends
 SIGTERM (PgBouncer's immediate shutdown), then SIGKILL if it outlives its grace period.
 """
@@ -42,7 +44,7 @@ pool_mode = transaction
 auth_type = trust
 auth_file = {directory}/userlist.txt
 max_client_conn = 1000
-default_pool_size = 20
+default_pool_size = 8
 logfile = {directory}/pgbouncer.log
 pidfile = {directory}/pgbouncer.pid
 """
