@@ -103,12 +103,17 @@ def serve(
         _wait_until_healthy(process, url, log)
         yield f"{url}/v1"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server as SIGTERM does (gracefully), killing it if it outlives the grace."""
+    process.terminate()
+    try:
+        process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +166,7 @@ def serve_demo(workdir: Path) -> Iterator[DemoServer]:
         _wait_until_healthy(process, f"http://{HOST}:{port}", stderr)
         yield DemoServer(announced.group(1), key.group(1))
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+        _stop(process)
 
 
 @contextmanager

@@ -30,26 +30,17 @@ from tests.console.test_console_browser import (
     demo_console,
     screenshots_dir,
 )
+from tests.console.test_console_phone import _assert_fits
 from tests.factories import ADDRESS
 from tests.helpers import bearer
 from tests.http.test_docs_browser import Page, _is_loopback, chromium_or_skip, chromium_page
 
 pytestmark = pytest.mark.slow
 
-WIDTH = PHONE["width"]
 BOBS = 25
 APART_PX = 24  # buttons of opposite effect: at least this far apart, across or down
 
 _LISTED = "[...document.querySelectorAll('tbody code.id')].map((e) => e.textContent)"
-
-# Whether anything is wider than the viewport: the document, or a box that scrolls sideways.
-_OVERFLOW = """(() => {
-  const scrollers = [...document.querySelectorAll('body *')]
-    .filter((e) => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX)
-      && e.scrollWidth > e.clientWidth + 1)
-    .map((e) => e.tagName + '.' + e.className);
-  return {document: document.documentElement.scrollWidth, scrollers};
-})()"""
 
 # Code and cut identifiers laid out on more than one line (a word broken across lines), or
 # past the viewport's right edge; code marked .wrap (a URL, a list) may break.
@@ -83,9 +74,7 @@ _EXPORT = """((form) => {
 
 
 def _assert_phone_fit(page: Page, what: str) -> None:
-    overflow = page.evaluate(_OVERFLOW)
-    assert overflow["document"] <= WIDTH, (what, overflow)
-    assert overflow["scrollers"] == [], (what, overflow)
+    _assert_fits(page, what)
     assert page.evaluate(_BROKEN) == [], what
 
 
