@@ -35,8 +35,8 @@ from fastapi.routing import APIRoute
 from starlette.types import Message, Scope, Send
 
 from commerce_api.core.errors import error_body
-from commerce_api.http.context import context
 from commerce_api.http.declaration import path_pattern
+from commerce_api.http.middleware import send_refusal
 
 PREFLIGHT_MAX_AGE_SECONDS = 7200  # the most Chromium keeps (Firefox: a day)
 ALLOWED_REQUEST_HEADERS = b"Authorization, Content-Type, Idempotency-Key"
@@ -155,15 +155,7 @@ class ApiCORS:
             "operator has not listed that origin."
         )
         body = error_body("unauthorized", "origin_not_allowed", message, "Origin")
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"x-request-id", context(scope).request_id.encode()),
-            (b"x-content-type-options", b"nosniff"),
-            _VARY,
-        ]
-        await send({"type": "http.response.start", "status": 403, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_refusal(scope, send, 403, body, [_VARY])
 
 
 def _adding(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:

@@ -42,6 +42,16 @@ async def send_json(send: Send, status: int, body: bytes, extra: list[tuple[byte
     await send({"type": "http.response.body", "body": body})
 
 
+async def send_refusal(
+    scope: Scope, send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]
+) -> None:
+    """An error answered before the pipeline (which adds these to every other answer): with
+    the request's id and ``nosniff``."""
+    request_id = context(scope).request_id.encode()
+    headers = [*extra, (b"x-request-id", request_id), (b"x-content-type-options", b"nosniff")]
+    await send_json(send, status, body, headers)
+
+
 STORAGE_FULL_RETRY_AFTER_SECONDS = 30
 _SQLITE_FULL = 13  # SQLITE_FULL
 _POSTGRES_DISK_FULL = "53100"  # SQLSTATE disk_full

@@ -28,8 +28,8 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from commerce_api.core.errors import error_body
-from commerce_api.http.context import client_address, context
-from commerce_api.http.middleware import send_json
+from commerce_api.http.context import client_address
+from commerce_api.http.middleware import send_refusal
 from commerce_api.observability.refusals import REFUSALS
 
 # A client over its in-flight cap retries after this long (its other requests finish by then).
@@ -140,7 +140,7 @@ class ServerGuardMiddleware:
             return
         refused = self._refused_head(scope)
         if refused is not None:
-            await self._refuse(scope, send, *refused)
+            await send_refusal(scope, send, *refused)
             return
         address = client_address(scope)
         in_flight = self.in_flight
@@ -148,7 +148,7 @@ class ServerGuardMiddleware:
         if count >= self.max_requests_per_client:
             REFUSALS.refused("server_busy", 503, address)
             retry = [(b"retry-after", str(BUSY_RETRY_AFTER_SECONDS).encode())]
-            await self._refuse(scope, send, 503, self._client_busy(), retry)
+            await send_refusal(scope, send, 503, self._client_busy(), retry)
             return
         in_flight[address] = count + 1
         try:
@@ -233,15 +233,7 @@ class ServerGuardMiddleware:
             REFUSALS.refused("request_timeout", REQUEST_TIMEOUT, client_address(scope))
             message = f"The request body did not arrive within {self.body_timeout:g} seconds."
             body = error_body("invalid_request", "request_timeout", message, "body")
-            await self._refuse(scope, send, REQUEST_TIMEOUT, body, [_CLOSE])
-
-    @staticmethod
-    async def _refuse(
-        scope: Scope, send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
-    ) -> None:
-        request_id = context(scope).request_id.encode()
-        extra = [*headers, (b"x-request-id", request_id), (b"x-content-type-options", b"nosniff")]
-        await send_json(send, status, body, extra)
+            await send_refusal(scope, send, REQUEST_TIMEOUT, body, [_CLOSE])
 
     def _client_busy(self) -> bytes:
         message = (
