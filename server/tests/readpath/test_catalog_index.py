@@ -30,6 +30,16 @@ from commerce_api.readpath.slot_order import SlotOrder
 from commerce_api.storage.db import Database
 
 SORTS = ("created_at", "-created_at", "price", "-price", "name", "-name")
+# The in-memory search against the database's full-text index: whole words, prefixes, two
+# words, a description's word (renames change names only; "describe" the description).
+SEARCHES = (
+    (["widget"], None, "created_at", 0),
+    (["p1"], None, "-price", 0),
+    (["n"], "toys", "name", 1),
+    (["about", "n1"], None, "-name", 0),
+    (["gadget"], None, "price", 2),
+    (["café"], "café", "-created_at", 0),
+)
 CATEGORIES = ("books", "toys", "café")
 T0 = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
@@ -92,7 +102,17 @@ steps = st.lists(
     st.builds(
         Step,
         kind=st.sampled_from(
-            ["create", "create_between", "price", "rename", "move", "archive", "restore", "many"]
+            [
+                "create",
+                "create_between",
+                "price",
+                "rename",
+                "describe",
+                "move",
+                "archive",
+                "restore",
+                "many",
+            ]
         ),
         pick=st.integers(0, 1000),
         value=st.integers(0, 5000),
@@ -146,6 +166,9 @@ async def write(db: Database, catalogue: Catalogue, step: Step) -> None:
             await repository.update_any(conn, target, {"price_minor": step.value % 97})
         elif step.kind == "rename":
             await repository.update_any(conn, target, {"name": f"N{step.value % 13}"})
+        elif step.kind == "describe":
+            words = "Café gadget" if step.value % 2 else "gadgets for widgets"
+            await repository.update_any(conn, target, {"description": f"{words} {step.value}"})
         elif step.kind == "move":
             await repository.update_any(conn, target, {"category": CATEGORIES[step.value % 3]})
         elif step.kind == "archive":
@@ -177,6 +200,13 @@ async def check(db: Database, read_path: ReadPath, offsets: list[int]) -> None:
     async with db.read() as conn:
         categories = orjson.dumps(await catalog_service.list_categories(conn))
     assert await read_path.catalog.categories(versions) == categories
+    for words, category, sort, offset in SEARCHES:
+        total, rows = await read_path.reader.search(words, category, sort, 5, offset)
+        expected_search = orjson.dumps(
+            page([catalog_service.list_item(row) for row in rows], total, 5, offset)
+        )
+        found_search = await read_path.catalog.search(versions, words, category, sort, 5, offset)
+        assert found_search == expected_search, (words, category, sort, offset)
     words = ["widget"]
     total, rows = await read_path.reader.search(words, "toys", "-price", 5, 1)
     expected_search = orjson.dumps(
@@ -197,7 +227,7 @@ async def two_read_paths(db: Database, database_url: str) -> Any:
     second = await ReadPath.open(other, "sandbox")
     try:
         for read_path in (first, second):
-            await read_path.catalog.warm()
+            await read_path.catalog.warm(search=True)
         yield first, second
     finally:
         await first.close()
@@ -252,8 +282,8 @@ async def test_a_large_catalogue_is_built_in_a_child_process(
     db: Database, two_read_paths: tuple[ReadPath, ReadPath], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past ``IN_PROCESS_BELOW`` products the build runs in a spawned process and sends the
-    index back: the same pages, the same lookups by id (a hash that is not seeded per
-    process), and changes applied to it afterwards."""
+    index back, then its search the same way: the same pages and searches, the same lookups
+    by id (a hash that is not seeded per process), and changes applied to them afterwards."""
     monkeypatch.setattr(catalog_cache, "IN_PROCESS_BELOW", 0)
     rows = [
         product(f"Child {i}", 97 - i, CATEGORIES[i % 3], T0 + timedelta(seconds=i))
@@ -274,6 +304,8 @@ async def test_a_large_catalogue_is_built_in_a_child_process(
             conn, category=None, limit=5, offset=2, sort="-price"
         )
     assert sorted_page == orjson.dumps(expected)
+    # The search is built in a child process too, over the same slots.
+    await first.catalog.warm(search=True)
     async with db.write() as conn:
         await repository.update_any(conn, rows[4]["id"], {"price_minor": 1, "name": "Cheapest"})
     await check(db, first, [0, 3])

@@ -830,9 +830,10 @@ async def test_concurrent_readers_never_see_a_page_older_than_the_last_commit(
             for revision in range(40):
                 # A 503 is a write the database did not finish within its deadline — on a
                 # machine whose two cores run three test workers, the readers' load can starve
-                # it — so it is sent again (bounded). Whether or not it committed, a reader's
-                # floor only moves on a 200, so the check below stays exact.
-                for _attempt in range(5):
+                # it, and the reads then refuse for ``UNREACHABLE_SECONDS`` — so it is sent
+                # again (bounded). Whether or not it committed, a reader's floor only moves on
+                # a 200, so the check below stays exact.
+                for _attempt in range(8):
                     response = await client.patch(
                         f"/v1/products/{product_id}",
                         json={"name": f"Rev {revision}"},
@@ -840,7 +841,7 @@ async def test_concurrent_readers_never_see_a_page_older_than_the_last_commit(
                     )
                     if response.status_code != 503:
                         break
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.5)
                 assert response.status_code == 200, response.text
                 committed = revision
                 await asyncio.sleep(0)

@@ -86,7 +86,7 @@ ACTIVE_KEYS_AFTER = (
 most (PostgreSQL: plain statements, where a cursor would leave a named prepared statement on a
 pooler's server connection)."""
 CHANGES = (
-    select(*KEY_COLUMNS, products.c.archived_at, products.c.change_seq)
+    select(*KEY_COLUMNS, products.c.archived_at, products.c.change_seq, products.c.description)
     .where(
         tuple_(products.c.change_seq, products.c.id)
         > tuple_(bindparam("seq", type_=BigInteger), bindparam("id", type_=String))
@@ -96,7 +96,17 @@ CHANGES = (
     .offset(bindparam("skip", type_=BigInteger))  # 0: SQLite's LIMIT always comes with one
 )
 """The products written by catalogue changes after the product ``:id`` of change ``:seq``,
-in (change, id) order, ``:limit`` at most: the change feed, read a page at a time."""
+in (change, id) order, ``:limit`` at most: the change feed, read a page at a time (with the
+description, which the in-memory search indexes)."""
+ACTIVE_TEXTS = select(products.c.id, products.c.name, products.c.description).where(ACTIVE)
+"""Every active product's words, in no order: what the in-memory search is built from."""
+ACTIVE_TEXTS_AFTER = (
+    select(products.c.id, products.c.name, products.c.description)
+    .where(ACTIVE, products.c.id > bindparam("id", type_=String))
+    .order_by(products.c.id)
+    .limit(bindparam("limit", type_=BigInteger))
+)
+"""``ACTIVE_TEXTS`` a page at a time, in id order after ``:id`` (PostgreSQL)."""
 COUNT_ACTIVE = select(func.count()).select_from(products).where(ACTIVE)
 """How many products are active."""
 LIST_ITEMS_SQLITE = select(*LIST_COLUMNS).where(

@@ -29,8 +29,16 @@ import orjson
 from commerce_api.catalog.service import category_item, list_item
 from commerce_api.core.pagination import pagination
 from commerce_api.readpath.catalog_index import CatalogIndex
-from commerce_api.readpath.index_build import IN_PROCESS_BELOW, Source, build, build_elsewhere
+from commerce_api.readpath.index_build import (
+    IN_PROCESS_BELOW,
+    Source,
+    build,
+    build_elsewhere,
+    build_search_elsewhere,
+    build_search_here,
+)
 from commerce_api.readpath.reader import Reader
+from commerce_api.readpath.search_index import REBUILD_ABOVE as SEARCH_REBUILD_ABOVE
 from commerce_api.storage.freshness import ChangeTracker, Versions
 
 logger = logging.getLogger("commerce_api.readpath")
@@ -66,6 +74,8 @@ class CatalogCache:
         self._index: CatalogIndex | None = None
         self._stamp: str | None = None  # the catalog stamp the index is known current for
         self._build: asyncio.Task[None] | None = None
+        self._search_build: asyncio.Task[None] | None = None
+        self._search_for: CatalogIndex | None = None  # the index it is built for
         self._catch_up: asyncio.Task[None] | None = None
         self._pages: dict[tuple[str | None, str, int, int], bytes] = {}
         self._pages_bytes = 0
@@ -172,6 +182,24 @@ class CatalogCache:
         slots, total = index.matches(matched, category, sort, limit, offset)
         return page_body(await self._rendered(index, slots), total, limit, offset)
 
+    async def search(
+        self,
+        versions: Versions | None,
+        words: list[str],
+        category: str | None,
+        sort: str,
+        limit: int,
+        offset: int,
+    ) -> bytes | None:
+        """The page of a search for ``words`` (at least one) from the in-memory search, or None
+        while it is not built."""
+        index = await self._current(versions)
+        if index is None or index.search is None:
+            return None
+        matches = index.search.matches(words)
+        slots, total = index.found(matches, category, sort, limit, offset)
+        return page_body(await self._rendered(index, slots), total, limit, offset)
+
     async def _rendered(self, index: CatalogIndex, slots: list[int]) -> list[bytes]:
         """The list items of ``slots``, from memory or else from their rows."""
         ids = [index.ids.text(slot) for slot in slots]
@@ -224,6 +252,8 @@ class CatalogCache:
         # Every change up to the last one read is complete: the feed is read in (change,
         # id) order to its end, and a change is visible only whole, after every smaller one.
         index.applied = max(index.applied, read_to)
+        if index.search is not None and index.search.drift() > SEARCH_REBUILD_ABOVE:
+            self._start_search_build(index)
 
     def _changed(self) -> None:
         self._pages.clear()
@@ -255,12 +285,14 @@ class CatalogCache:
         if self._build is None or self._build.done():
             self._build = asyncio.create_task(self._building(), name="catalog-build")
 
-    async def warm(self) -> None:
+    async def warm(self, search: bool = False) -> None:
         """Build the index now (at start-up), if the stamp is known; the same single build a
-        read would start, never a second one beside it."""
+        read would start, never a second one beside it. ``search``: its search too."""
         self._start_build()
         if self._build is not None:
             await asyncio.shield(self._build)
+        if search and self._search_build is not None:
+            await asyncio.shield(self._search_build)
 
     async def _building(self) -> None:
         versions = await self._tracker.current()
@@ -284,10 +316,49 @@ class CatalogCache:
         _, count = index.window(None, "created_at", 0, 0)
         logger.info("built the catalogue: %s products in %.1f s", count, time.monotonic() - started)
         self._changed()
+        self._start_search_build(index)
         if self.on_rebuilt is not None:
             self.on_rebuilt()
 
+    def _start_search_build(self, index: CatalogIndex) -> None:
+        """Build ``index``'s search, unless it is being built (one for an index since dropped
+        is given up)."""
+        running = self._search_build
+        if running is not None and not running.done():
+            if self._search_for is index:
+                return
+            running.cancel()
+        self._search_for = index
+        self._search_build = asyncio.create_task(
+            self._building_search(index), name="catalog-search-build"
+        )
+
+    async def _building_search(self, index: CatalogIndex) -> None:
+        """Build ``index``'s search over its slots, then attach it. The words are read after
+        change ``applied`` (perhaps well after): the changes since are applied to it again
+        (the next read catches the index up from ``applied``; applying is idempotent)."""
+        applied = index.applied
+        started = time.monotonic()
+        try:
+            if len(index.ids) < IN_PROCESS_BELOW:
+                search = await build_search_here(self._reader.texts(), index.ids)
+            else:
+                search = await build_search_elsewhere(self._source, index.ids)
+        except Exception:
+            logger.exception("could not build the catalogue's search")
+            return
+        # No catch-up may run across the swap: it would mark the index current past changes
+        # the new search has not seen.
+        while self._catch_up is not None and not self._catch_up.done():
+            await asyncio.shield(self._catch_up)
+        if self._index is not index:  # built again meanwhile
+            return
+        index.attach(search)
+        index.applied = min(index.applied, applied)
+        self._stamp = None
+        logger.info("built the catalogue's search in %.1f s", time.monotonic() - started)
+
     async def close(self) -> None:
-        for task in (self._build, self._catch_up):
+        for task in (self._build, self._catch_up, self._search_build):
             if task is not None:
                 task.cancel()

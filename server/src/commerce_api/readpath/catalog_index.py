@@ -22,10 +22,12 @@ from zlib import crc32
 
 from commerce_api.readpath.columns import IdTable, TextColumn
 from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
+from commerce_api.readpath.search_index import Matches, SearchIndex
 from commerce_api.readpath.slot_order import SlotOrder
 
 SORT_KEYS = ("created_at", "price", "name")
 GAP = 1 << 16  # between consecutive ranks when they are (re)numbered
+CATEGORY_BITMAPS = 16  # categories kept as bitmaps for searches (125 KB each at 1M products)
 PRICE_SCALE = 1 << 49  # above any rank's size: |rank| < 2**48 (2**31 slots times GAP, doubled)
 
 
@@ -44,6 +46,9 @@ class CatalogIndex:
         self._category_codes: dict[str, int] = {}
         self.by_id = IdTable(self.ids)
         self.orders: dict[tuple[int | None, str], SlotOrder] = {}
+        self.dead: set[int] = set()  # the slots of archived products
+        self._category_bitmaps: dict[int, bytearray] = {}  # a few categories' (``found``)
+        self.search: SearchIndex | None = None  # its words, once built (``attach``)
         # A build's, until ``finish``: each slot's id's CRC-32 and name's bytes.
         self._id_hashes = array("I")
         self._name_keys: list[bytes] = []
@@ -130,6 +135,9 @@ class CatalogIndex:
             self._take_out(slot)
             if row.archived_at is not None:
                 self.by_id.drop(row.id)  # the slot is dead: restored, it gets a new one
+                self.dead.add(slot)
+                if self.search is not None:
+                    self.search.drop(slot)
                 return
             self.names.set(slot, row.name)
             self.price[slot] = row.price_minor
@@ -140,6 +148,15 @@ class CatalogIndex:
             slot = self.append(row)
             self.rank[slot] = self._new_rank(slot)
         self._put_in(slot)
+        if self.search is not None:
+            self.search.update(slot, row.name, row.description)
+
+    def attach(self, search: SearchIndex) -> None:
+        """Search with ``search`` from now on: built over this index's slots (as of a change
+        the caller applies again after this), without the slots archived since."""
+        for slot in self.dead:
+            search.drop(slot)
+        self.search = search
 
     def _new_rank(self, slot: int) -> int:
         """A rank for a new product, between those of its neighbours in creation order."""
@@ -168,14 +185,40 @@ class CatalogIndex:
             rebuilt[code, sort] = SlotOrder.loaded(self.key(sort), list(order))
         self.orders = rebuilt
 
+    def _category_bits(self, code: int) -> int:
+        """The category's slots as a bitmap (kept for the last few categories asked, and
+        changed with them)."""
+        bits = self._category_bitmaps.get(code)
+        if bits is None:
+            if len(self._category_bitmaps) >= CATEGORY_BITMAPS:
+                self._category_bitmaps.clear()
+            bits = self._category_bitmaps[code] = bytearray((len(self.created) + 7) // 8)
+            for block in self.orders[code, "created_at"].blocks():
+                for slot in block:
+                    bits[slot >> 3] |= 1 << (slot & 7)
+        return int.from_bytes(bits, "little")
+
+    def _category_bit(self, code: int, slot: int, on: bool) -> None:
+        bits = self._category_bitmaps.get(code)
+        if bits is None:
+            return
+        if slot >> 3 >= len(bits):
+            bits.extend(bytes((slot >> 3) + 1 - len(bits)))
+        if on:
+            bits[slot >> 3] |= 1 << (slot & 7)
+        else:
+            bits[slot >> 3] &= ~(1 << (slot & 7))
+
     def _take_out(self, slot: int) -> None:
         code = self.category[slot]
+        self._category_bit(code, slot, False)
         for sort in SORT_KEYS:
             self.orders[None, sort].remove(slot)
             self.orders[code, sort].remove(slot)
 
     def _put_in(self, slot: int) -> None:
         code = self.category[slot]
+        self._category_bit(code, slot, True)
         for sort in SORT_KEYS:
             for name in (None, code):
                 order = self.orders.get((name, sort))
@@ -231,3 +274,63 @@ class CatalogIndex:
             end = max(len(slots) - offset, 0)
             return slots[max(end - limit, 0) : end][::-1], len(slots)
         return slots[offset : offset + limit], len(slots)
+
+    def found(
+        self, matches: Matches, category: str | None, sort: str, limit: int, offset: int
+    ) -> tuple[list[int], int]:
+        """A page of a search's ``matches`` in ``sort`` order, and their number.
+
+        Without a category the number is the matches' own; a page near the start is then
+        found by walking the sort's order and keeping the matched slots (for a word in 5 % of
+        the catalogue, 20 items cost ~400 tests). A deep page, or one of a category (whose
+        number needs every match's category anyway), sorts the matches instead."""
+        key = sort.removeprefix("-")
+        reverse = sort.startswith("-")
+        code = None if category is None else self._category_codes.get(category, -1)
+        order = self.orders.get((code, key))
+        if order is None:
+            return [], 0
+        slots: list[int] | None = None
+        if code is not None and isinstance(matches.built, int):
+            # A bitmap: the category's own bitmap takes the others out.
+            changed = {slot for slot in matches.changed if self.category[slot] == code}
+            matches = Matches(matches.built & self._category_bits(code), changed)
+        elif code is not None:
+            slots = [slot for slot in matches.slots() if self.category[slot] == code]
+        total = len(matches) if slots is None else len(slots)
+        need = offset + limit
+        if total == 0 or offset >= total:
+            return [], total
+        if need * len(order) <= 4 * total * total + 4096 * total:
+            return _walk(order, matches, offset, need, reverse), total
+        if slots is None:
+            slots = matches.slots()
+        slots.sort(key=self.rank.__getitem__)
+        if key == "price":
+            slots.sort(key=self.price.__getitem__)  # stable: ties in creation order
+        elif key == "name":
+            slots.sort(key=self.names.get)
+        if reverse:
+            end = total - offset
+            return slots[max(end - limit, 0) : end][::-1], total
+        return slots[offset:need], total
+
+
+def _walk(order: SlotOrder, matches: Matches, offset: int, need: int, reverse: bool) -> list[int]:
+    """The matched slots at positions ``offset`` .. ``need`` of ``order``'s matched ones."""
+    built, changed = matches.member()
+    found: list[int] = []
+    if isinstance(built, bytes):
+        end = len(built) * 8
+        for block in order.blocks(reverse):
+            found += [
+                s for s in block if (s < end and built[s >> 3] >> (s & 7) & 1) or s in changed
+            ]
+            if len(found) >= need:
+                break
+    else:
+        for block in order.blocks(reverse):
+            found += [s for s in block if s in built or s in changed]
+            if len(found) >= need:
+                break
+    return found[offset:need]

@@ -24,7 +24,16 @@ from dataclasses import dataclass
 import asyncpg
 
 from commerce_api.readpath.catalog_index import CatalogIndex
-from commerce_api.readpath.rows import KeyColumns, key_columns_postgresql, key_columns_sqlite
+from commerce_api.readpath.columns import TextColumn
+from commerce_api.readpath.rows import (
+    KeyColumns,
+    Text,
+    key_columns_postgresql,
+    key_columns_sqlite,
+    texts_postgresql,
+    texts_sqlite,
+)
+from commerce_api.readpath.search_index import SearchBuilder, SearchIndex
 
 IN_PROCESS_BELOW = 50_000  # active products: below, built in the serving process (< ~0.5 s)
 
@@ -75,6 +84,52 @@ async def _columns(source: Source) -> AsyncIterator[KeyColumns]:
     connection = await asyncpg.connect(source.dsn, **options)
     try:
         async for partition in key_columns_postgresql(connection):
+            yield partition
+    finally:
+        await connection.close()
+
+
+# --- the search's words -------------------------------------------------------------------------
+
+
+async def build_search_here(texts: AsyncIterator[list[Text]], ids: TextColumn) -> SearchIndex:
+    """The search index over the slots of ``ids`` (an index's ids column), from ``texts``
+    (every active product's words); the event loop gets control back between partitions."""
+    size = len(ids)
+    slot_of = {ids.text(slot): slot for slot in range(size)}  # a restored id: its last slot
+    builder = SearchBuilder(size)
+    async for partition in texts:
+        for product_id, name, description in partition:
+            slot = slot_of.get(product_id)
+            if slot is not None:  # None: made after the index (its change feed brings it)
+                builder.add(slot, name, description)
+        await asyncio.sleep(0)
+    return builder.finish()
+
+
+async def build_search_elsewhere(source: Source, ids: TextColumn) -> SearchIndex:
+    """``build_search_here`` in a child process (see the module's docstring)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        future = pool.submit(_search_in_child, source, ids)
+        return await asyncio.wrap_future(future)
+
+
+def _search_in_child(source: Source, ids: TextColumn) -> SearchIndex:
+    gc.disable()
+    return asyncio.run(build_search_here(_texts(source), ids))
+
+
+async def _texts(source: Source) -> AsyncIterator[list[Text]]:
+    if source.sqlite_path is not None:
+        async for partition in texts_sqlite(source.sqlite_path):
+            yield partition
+        return
+    assert source.dsn is not None
+    options = {"statement_cache_size": 0} if source.pooled else {}
+    connection = await asyncpg.connect(source.dsn, **options)
+    try:
+        async for partition in texts_postgresql(connection):
             yield partition
     finally:
         await connection.close()

@@ -27,11 +27,14 @@ from commerce_api.readpath.rows import (
     KeyColumns,
     KeyRow,
     ListRow,
+    Text,
     key_columns_postgresql,
     key_columns_sqlite,
     key_row,
     list_row,
     open_sqlite,
+    texts_postgresql,
+    texts_sqlite,
 )
 from commerce_api.readpath.statements import (
     CHANGES_POSTGRESQL,
@@ -62,6 +65,11 @@ class Reader(Protocol):
     def key_columns(self) -> AsyncIterator[KeyColumns]:
         """Every active product's ``KeyColumns`` in list order, a partition at a time, from
         one read snapshot (to build the in-memory catalogue)."""
+        ...
+
+    def texts(self) -> AsyncIterator[list[Text]]:
+        """Every active product's words, a partition at a time, from one read snapshot (to
+        build the in-memory search)."""
         ...
 
     async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
@@ -150,6 +158,9 @@ class SQLiteReader:
         # SQLAlchemy + aiosqlite, and without their per-row garbage.
         return key_columns_sqlite(self._path)
 
+    def texts(self) -> AsyncIterator[list[Text]]:
+        return texts_sqlite(self._path)
+
     async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
         cursor = self._conn.execute(CHANGES_SQLITE, (seq, product_id, limit, 0))
         return [key_row(row) for row in cursor]
@@ -216,6 +227,11 @@ class PostgresReader:
         async with self.pool.acquire() as conn:
             async for columns in key_columns_postgresql(conn):
                 yield columns
+
+    async def texts(self) -> AsyncIterator[list[Text]]:
+        async with self.pool.acquire() as conn:
+            async for partition in texts_postgresql(conn):
+                yield partition
 
     async def changes(self, seq: int, product_id: str, limit: int) -> list[KeyRow]:
         with self._db.reachability.waiting():

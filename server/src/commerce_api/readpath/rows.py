@@ -12,7 +12,12 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from commerce_api.core.timestamps import from_sqlite
-from commerce_api.readpath.statements import KEYS_AFTER_POSTGRESQL, KEYS_SQLITE
+from commerce_api.readpath.statements import (
+    KEYS_AFTER_POSTGRESQL,
+    KEYS_SQLITE,
+    TEXTS_AFTER_POSTGRESQL,
+    TEXTS_SQLITE,
+)
 
 
 def open_sqlite(path: str) -> sqlite3.Connection:
@@ -52,13 +57,14 @@ class KeyRow(NamedTuple):
     created_at: datetime
     archived_at: datetime | None = None
     change_seq: int = 0
+    description: str | None = None
 
 
 def key_row(row: Sequence[Any]) -> KeyRow:
     """The ``KeyRow`` of a row of sqlite3 (timestamps as SQLite stores them)."""
     created = from_sqlite(row[4])
     assert created is not None  # NOT NULL
-    return KeyRow(row[0], row[1], row[2], row[3], created, from_sqlite(row[5]), row[6])
+    return KeyRow(row[0], row[1], row[2], row[3], created, from_sqlite(row[5]), row[6], row[7])
 
 
 KEY_PARTITION = 5000
@@ -118,6 +124,33 @@ async def key_columns_sqlite(path: str) -> AsyncIterator[KeyColumns]:
             ids, names, prices, categories, texts = zip(*rows, strict=True)
             created = [_sqlite_micros(parse(text)) for text in texts]
             yield KeyColumns(ids, names, prices, categories, created)
+            await asyncio.sleep(0)
+    finally:
+        conn.close()
+
+
+TEXT_PARTITION = 2000  # ~10 ms of words to index in the serving process
+Text = tuple[str, str, str | None]  # a product's id, name and description
+
+
+async def texts_postgresql(conn: asyncpg.Connection) -> AsyncIterator[list[Text]]:
+    """Every active product's words (``Text``), a partition at a time in id order, from one
+    repeatable-read transaction."""
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        after = ""
+        while rows := await conn.fetch(TEXTS_AFTER_POSTGRESQL, after, TEXT_PARTITION):
+            yield [(row[0], row[1], row[2]) for row in rows]
+            after = rows[-1][0]
+
+
+async def texts_sqlite(path: str) -> AsyncIterator[list[Text]]:
+    """Every active product's words (``Text``), a partition at a time, from one statement."""
+    conn = open_sqlite(path)
+    conn.row_factory = None
+    try:
+        cursor = conn.execute(TEXTS_SQLITE)
+        while rows := cursor.fetchmany(TEXT_PARTITION):
+            yield rows
             await asyncio.sleep(0)
     finally:
         conn.close()

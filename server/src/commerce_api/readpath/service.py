@@ -140,13 +140,16 @@ class ReadPath:
         offset: int,
     ) -> bytes:
         """A page of the products holding the words of ``q`` (``catalog.service.list_products``
-        explains the match), found in the database's full-text index (never cached): their
-        ids, ordered and paged from the catalogue snapshot, so a deep page costs what the
-        first does; while there is no current snapshot, the page from the database."""
+        explains the match), from the in-memory search (``readpath.search_index``); until it
+        is built, the ids from the database's full-text index, ordered and paged from the
+        in-memory catalogue; until that is built, the page from the database."""
         words = search_words(q)
         if not words:  # nothing to look for: nothing found
             return orjson.dumps(page([], 0, limit, offset))
         versions = await self.versions(request)
+        body = await self.catalog.search(versions, words, category, sort, limit, offset)
+        if body is not None:
+            return body
         if await self.catalog.ready(versions):
             matched = await self.reader.search_ids(words)
             body = await self.catalog.search_page(versions, matched, category, sort, limit, offset)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
 from typing import Any
 
@@ -144,6 +144,15 @@ class SlotOrder:
         if reverse:
             found.reverse()
         return found
+
+    def blocks(self, reverse: bool = False) -> Iterator[array[int]]:
+        """The slots a block at a time, first to last (``reverse``: last to first, each block
+        reversed)."""
+        if reverse:
+            for block in reversed(self._blocks):
+                yield block[::-1]
+        else:
+            yield from self._blocks
 
     def __iter__(self) -> Any:
         for block in self._blocks:

@@ -18,6 +18,8 @@ from commerce_api.catalog.repository import (
     ACTIVE_KEYS_AFTER,
     ACTIVE_PRODUCT,
     ACTIVE_PRODUCTS,
+    ACTIVE_TEXTS,
+    ACTIVE_TEXTS_AFTER,
     CHANGES,
     COUNT_ACTIVE,
     LIST_ITEMS_POSTGRESQL,
@@ -43,6 +45,8 @@ KEYS_SQLITE = _compiled(ACTIVE_KEYS, _SQLITE, ())
 KEYS_AFTER_POSTGRESQL = _compiled(ACTIVE_KEYS_AFTER, _POSTGRESQL, ("created_at", "id", "limit"))
 CHANGES_SQLITE = _compiled(CHANGES, _SQLITE, ("seq", "id", "limit", "skip"))
 CHANGES_POSTGRESQL = _compiled(CHANGES, _POSTGRESQL, ("seq", "id", "limit", "skip"))
+TEXTS_SQLITE = _compiled(ACTIVE_TEXTS, _SQLITE, ())
+TEXTS_AFTER_POSTGRESQL = _compiled(ACTIVE_TEXTS_AFTER, _POSTGRESQL, ("id", "limit"))
 COUNT_ACTIVE_SQLITE = _compiled(COUNT_ACTIVE, _SQLITE, ())
 COUNT_ACTIVE_POSTGRESQL = _compiled(COUNT_ACTIVE, _POSTGRESQL, ())
 ITEMS_SQLITE = _compiled(LIST_ITEMS_SQLITE, _SQLITE, ("ids",))
