@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from commerce_api.readpath import search_index
 from commerce_api.readpath.catalog_index import CatalogIndex
+from commerce_api.readpath.columns import TextColumn
 from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
 from commerce_api.readpath.search_index import build_search, words_of
 
@@ -203,3 +204,26 @@ def test_a_deep_page_and_a_first_one_agree_with_a_sort() -> None:
             assert ([index.ids.text(s) for s in slots], total) == model.expected(
                 ["usb"], None, sort, offset, 10
             )
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.booleans(), st.integers(0, 50), st.sampled_from(["", "ab", "cd", "é", "xyz"])),
+        max_size=30,
+    )
+)
+def test_a_text_column_is_a_list_of_texts(steps: list[tuple[bool, int, str]]) -> None:
+    """Values of one length kept without starts, until one of another length comes."""
+    column = TextColumn()
+    model: list[str] = []
+    for append, pick, text in steps:
+        if append or not model:
+            column.extend([text, text[::-1]] if pick % 3 == 0 else [text])
+            model += [text, text[::-1]] if pick % 3 == 0 else [text]
+        else:
+            column.set(pick % len(model), text)
+            model[pick % len(model)] = text
+        assert len(column) == len(model)
+        assert [column.text(slot) for slot in range(len(model))] == model
+        assert [column.get(slot) for slot in range(len(model))] == [t.encode() for t in model]

@@ -15,48 +15,81 @@ from zlib import crc32
 class TextColumn:
     """Texts by slot, as UTF-8 in one growing buffer. A value's bytes compare as the text
     does by code point (UTF-8 keeps that order), so orders by name compare them as they are.
-    A changed value is appended; the old bytes stay until the catalogue is built again."""
 
-    __slots__ = ("_buffer", "_lengths", "_starts")
+    While every value has the same length (product ids: ``core.ids`` makes them so) the
+    buffer is all there is — value ``slot`` is at ``slot * width`` — and a change is written
+    in place; the first value of another length gives each value its start and length (4
+    bytes each, up to 4 GiB of text), and a changed value is then appended: the old bytes
+    stay until the catalogue is built again."""
+
+    __slots__ = ("_buffer", "_count", "_lengths", "_starts", "_width")
 
     def __init__(self) -> None:
         self._buffer = bytearray()
-        self._starts = array("q")
-        self._lengths = array("i")
+        self._count = 0
+        self._width: int | None = None  # every value's length, while they share one
+        self._starts = array("I")  # each value's, once they do not
+        self._lengths = array("I")
 
     def append(self, text: str) -> None:
-        encoded = text.encode()
-        self._starts.append(len(self._buffer))
-        self._lengths.append(len(encoded))
-        self._buffer += encoded
+        self.extend((text,))
 
     def extend(self, texts: Iterable[str]) -> list[bytes]:
         """Append ``texts``; their UTF-8 bytes."""
         encoded = [text.encode() for text in texts]
-        lengths = array("i", map(len, encoded))
-        self._starts.extend(accumulate(lengths, initial=len(self._buffer)))
-        self._starts.pop()  # the end of the last one
-        self._lengths.extend(lengths)
+        if not encoded:
+            return encoded
+        if self._count == 0:
+            self._width = len(encoded[0])
+        width = self._width
+        if width is not None and all(len(value) == width for value in encoded):
+            self._buffer += b"".join(encoded)
+            self._count += len(encoded)
+            return encoded
+        starts, lengths = self._spread()
+        found = array("I", map(len, encoded))
+        starts.extend(accumulate(found, initial=len(self._buffer)))
+        starts.pop()  # the end of the last one
+        lengths.extend(found)
         self._buffer += b"".join(encoded)
+        self._count += len(encoded)
         return encoded
+
+    def _spread(self) -> tuple[array[int], array[int]]:
+        """Each value's start and length (the end of the shared width)."""
+        width = self._width
+        if width is not None:
+            starts = range(0, self._count * width, width) if width else [0] * self._count
+            self._starts = array("I", starts)
+            self._lengths = array("I", [width]) * self._count
+            self._width = None
+        return self._starts, self._lengths
 
     def set(self, slot: int, text: str) -> None:
         encoded = text.encode()
-        if encoded != self.get(slot):
-            self._starts[slot] = len(self._buffer)
-            self._lengths[slot] = len(encoded)
-            self._buffer += encoded
+        if encoded == self.get(slot):
+            return
+        width = self._width
+        if width is not None and len(encoded) == width:
+            self._buffer[slot * width : (slot + 1) * width] = encoded
+            return
+        starts, lengths = self._spread()
+        starts[slot] = len(self._buffer)
+        lengths[slot] = len(encoded)
+        self._buffer += encoded
 
     def get(self, slot: int) -> bytes:
+        width = self._width
+        if width is not None:
+            return bytes(self._buffer[slot * width : (slot + 1) * width])
         start = self._starts[slot]
         return bytes(self._buffer[start : start + self._lengths[slot]])
 
     def text(self, slot: int) -> str:
-        start = self._starts[slot]
-        return self._buffer[start : start + self._lengths[slot]].decode()
+        return self.get(slot).decode()
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return self._count
 
 
 class IdTable:
