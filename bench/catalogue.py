@@ -79,8 +79,7 @@ CONNECTIONS = 16
 WRK_TIMEOUT_S = 30
 # Bounds on every wait: a start that never gets fast, an edit never seen.
 START_DEADLINE_S = 300.0
-SEARCH_DEADLINE_S = 120.0  # from the spawn; a checkout that searches the database never is
-RARE_FAST_MS = 5.0
+SEARCH_DEADLINE_S = 180.0  # from the spawn; a checkout that searches the database never is
 VISIBLE_DEADLINE_S = 30.0
 RARE = "zyxwv"
 NOUNS = [
@@ -265,17 +264,18 @@ def wait_for_start(
 
 
 def wait_for_search(base: str, auth: dict[str, str], started: float) -> float | None:
-    """Seconds from ``started`` (the spawn) to the first search for the rare word answered
-    in < 5 ms three times in a row (the in-memory search built), or None within
-    ``SEARCH_DEADLINE_S``."""
+    """Seconds from ``started`` (the spawn) to the first search for "usb" (5 % of the
+    catalogue) answered in < 50 ms three times in a row, or None within
+    ``SEARCH_DEADLINE_S``. A rare word will not do: the database's full-text index finds it
+    in milliseconds too; a common one it cannot."""
     deadline = started + SEARCH_DEADLINE_S
     fast = 0
     with httpx.Client(base_url=base, headers=auth, timeout=60) as client:
         while time.monotonic() < deadline:
             began = time.perf_counter()
             with contextlib.suppress(httpx.HTTPError):
-                client.get(f"/v1/products?q={RARE}&limit={PAGE}")
-            fast = fast + 1 if (time.perf_counter() - began) * 1000 < RARE_FAST_MS else 0
+                client.get(f"/v1/products?q=usb&limit={PAGE}")
+            fast = fast + 1 if (time.perf_counter() - began) * 1000 < FAST_MS else 0
             if fast == 3:
                 return time.monotonic() - started
             time.sleep(0.1)
@@ -593,7 +593,7 @@ ROWS: list[tuple[str, str, str, str, bool]] = [
     ("import peak RSS", "import.peak_rss_mb", "MB", "≤ 300 MB", False),
     ("serve: first 200", "start.first_200_s", "s", "≤ 2 s", False),
     ("serve: every page < 50 ms", "start.every_page_fast_s", "s", "≤ 10 s", False),
-    ("serve: a rare word's search < 5 ms", "start.search_fast_s", "s", "", False),
+    ("serve: q=usb < 50 ms", "start.search_fast_s", "s", "", False),
     ("RSS of the worker after warm-up", "worker_rss_mb", "MB", "≤ 300 MB", False),
     ("mix, 16 connections: req/s", "mix.requests_per_second", "", "", True),
     ("mix: p99", "mix.p99_ms", "ms", "≤ 10 ms", False),
