@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections import defaultdict
 from collections.abc import Iterable
 from zlib import crc32
 
@@ -249,18 +250,15 @@ class SearchBuilder:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._holders: dict[str, list[int]] = {}
+        self._holders: defaultdict[str, list[int]] = defaultdict(list)
         self._hashes = array("I", bytes(4 * size))
 
     def add(self, slot: int, name: str, description: str | None) -> None:
+        text = f"{name} {description or ''}"
         self._hashes[slot] = text_hash(name, description)
         holders = self._holders
-        for word in words_of(name, description):
-            slots = holders.get(word)
-            if slots is None:
-                holders[word] = [slot]
-            else:
-                slots.append(slot)
+        for word in set(WORD.findall(text.lower())):
+            holders[word].append(slot)
 
     def finish(self) -> SearchIndex:
         holders, size = self._holders, self.size
