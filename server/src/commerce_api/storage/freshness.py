@@ -37,7 +37,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.coalescing import Rounds
-from commerce_api.storage.db import CHANGED, Database, Executor
+from commerce_api.storage.commit_listeners import CHANGED
+from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.faults import log_failure
 from commerce_api.storage.heartbeat import Heartbeat
 from commerce_api.storage.instance import set_value
