@@ -13,7 +13,8 @@ import orjson
 from commerce_api.core.timestamps import format_timestamp
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
-from commerce_api.webhooks.http_client import HTTPClient, ReceiverError
+from commerce_api.webhooks.http_client import HTTPClient
+from commerce_api.webhooks.http_response import ReceiverError
 from commerce_api.webhooks.policy import is_success
 from commerce_api.webhooks.signing import signature_header
 from commerce_api.webhooks.url_policy import UnsafeURL, resolve
