@@ -43,7 +43,7 @@ from commerce_api.webhooks.policy import (
     endpoint_verdicts,
     judge_attempt,
 )
-from commerce_api.webhooks.repository import attempts, claims, endpoints
+from commerce_api.webhooks.repository import attempts, claim_ends, claims, endpoints
 from commerce_api.webhooks.sender import Sender, event_body
 
 logger = logging.getLogger("commerce_api.webhooks")
@@ -207,7 +207,7 @@ class Dispatcher:
     async def _release(self) -> None:
         with contextlib.suppress(Exception):
             async with self.db.write() as conn:
-                await claims.release_claims(conn, self.token, utcnow())
+                await claim_ends.release_claims(conn, self.token, utcnow())
 
     async def _attempt(self, claim: Claim) -> None:
         delivery = claim.delivery
@@ -318,7 +318,9 @@ class Dispatcher:
         held: set[tuple[str, str]] = set()
         for (status, next_attempt_at), keys in alike.items():
             values = {"status": status, "next_attempt_at": next_attempt_at, "updated_at": now}
-            held |= await claims.finish_deliveries(conn, keys, self.token, values, attempted=True)
+            held |= await claim_ends.finish_deliveries(
+                conn, keys, self.token, values, attempted=True
+            )
         kept = [(done.event_id, done.endpoint_id) in held for done in batch]
         recorded = [done for done, ok in zip(batch, kept, strict=True) if ok]
         history = [
@@ -360,7 +362,7 @@ class Dispatcher:
 
     async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
         async with self.db.write() as conn:
-            await claims.finish_deliveries(
+            await claim_ends.finish_deliveries(
                 conn,
                 [(event_id, endpoint_id)],
                 self.token,
