@@ -45,8 +45,9 @@ from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.webhooks import dispatcher as dispatcher_module
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import Claim, Dispatcher, Finished, stop_dispatcher
+from commerce_api.webhooks.dispatcher import Claim, Dispatcher, stop_dispatcher
 from commerce_api.webhooks.policy import GONE_REASON, judge_attempt
+from commerce_api.webhooks.recording import Finished
 from commerce_api.webhooks.repository import claim_ends, claims, outbox
 from commerce_api.webhooks.repository.attempts import INTERRUPTED, attempts_of
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
