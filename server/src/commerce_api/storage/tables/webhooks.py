@@ -54,7 +54,7 @@ webhook_endpoints = Table(
     Column("event_types", JSON, nullable=False),  # [] means every type
     Column("enabled", Boolean, nullable=False),
     Column("disabled_reason", String(200), nullable=True),
-    # The first failed attempt since the last success (None: healthy). See dispatcher.py.
+    # The first failed attempt since the last success (None: healthy). See webhooks/recording.py.
     Column("failing_since", UTCDateTime, nullable=True),
     # Signing secrets, encrypted (see crypto.py). The previous one signs too until it expires.
     Column("secret_encrypted", Text, nullable=False),
