@@ -41,7 +41,8 @@ from commerce_api.console.figures import DAYS, overview_figures
 from commerce_api.core.timestamps import utcnow
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
-from commerce_api.storage.db import Database, async_url
+from commerce_api.storage.db import Database
+from commerce_api.storage.urls import async_url
 
 BENCH_DATABASE = "commerce_bench_overview"
 TARGET_MS = 200.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commerce_api.storage.db import UnsupportedDatabaseURL, async_url
+from commerce_api.storage.urls import UnsupportedDatabaseURL, async_url
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from commerce_api.http.context import RequestContext
 from commerce_api.readpath.service import ReadPath
 from commerce_api.storage import freshness
 from commerce_api.storage.db import Database
+from commerce_api.storage.freshness import stamps
 
 
 @pytest.fixture
@@ -159,7 +160,7 @@ async def test_a_commit_that_touches_no_stamp_moves_data_version_once(
     assert (again.auth, again.catalog) == (first.auth, first.catalog)
     assert again.data_version != first.data_version  # what the product cache goes by
     # known() finds a change, current() reads the stamps under the new value
-    assert statements == ["PRAGMA data_version"] * 2 + [freshness._SELECT_STAMPS]
+    assert statements == ["PRAGMA data_version"] * 2 + [stamps.SELECT_STAMPS]
     statements.clear()
     assert track.known() is again
     assert statements == []  # the step's answer, shared

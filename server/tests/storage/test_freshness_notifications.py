@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from commerce_api.readpath.service import ReadPath
 from commerce_api.storage import freshness
 from commerce_api.storage.db import Database
+from commerce_api.storage.freshness import postgres_tracker
 
 pytestmark = pytest.mark.postgresql
 
@@ -166,7 +167,7 @@ async def test_while_the_listener_is_down_every_read_goes_to_the_database(
 ) -> None:
     tracker = tracker_of(read_path)
     await tracker.current()
-    monkeypatch.setattr(freshness, "RECONNECT_SECONDS", (0.5,))
+    monkeypatch.setattr(postgres_tracker, "RECONNECT_SECONDS", (0.5,))
     listener = tracker._listener
     assert listener is not None
     await outsider.execute("SELECT pg_terminate_backend($1)", listener.get_server_pid())

@@ -1,4 +1,4 @@
-"""Migrations: idempotent, at head, matching ``tables.py``, safe to run concurrently."""
+"""Migrations: idempotent, at head, matching ``storage.tables``, safe to run concurrently."""
 
 from __future__ import annotations
 

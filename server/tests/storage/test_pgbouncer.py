@@ -15,7 +15,8 @@ from commerce_api.http.context import RequestContext
 from commerce_api.readpath.service import ReadPath
 from commerce_api.storage import freshness
 from commerce_api.storage.connecting import SERVER_SETTINGS
-from commerce_api.storage.db import Database, UnsupportedDatabaseURL
+from commerce_api.storage.db import Database
+from commerce_api.storage.urls import UnsupportedDatabaseURL
 from tests import factories
 from tests.conftest import DIRECT_URLS, make_settings
 from tests.pgbouncer_process import RunningPgBouncer

@@ -45,9 +45,10 @@ from commerce_api.storage.db import Database
 from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.webhooks import dispatcher as dispatcher_module
 from commerce_api.webhooks import service as webhooks
-from commerce_api.webhooks.dispatcher import Claim, Dispatcher, Finished, stop_dispatcher
+from commerce_api.webhooks.dispatcher import Claim, Dispatcher, stop_dispatcher
 from commerce_api.webhooks.policy import GONE_REASON, judge_attempt
-from commerce_api.webhooks.repository import claims, outbox
+from commerce_api.webhooks.recording import Finished
+from commerce_api.webhooks.repository import claim_ends, claims, outbox
 from commerce_api.webhooks.repository.attempts import INTERRUPTED, attempts_of
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from tests import factories
@@ -845,7 +846,7 @@ async def test_a_dead_dispatchers_claim_delays_the_delivery_until_it_expires(
     assert succeeded.status_code == 200
     # The dead dispatcher's late finish cannot overwrite what the survivor recorded.
     async with world.db.write() as conn:
-        kept = await claims.finish_deliveries(
+        kept = await claim_ends.finish_deliveries(
             conn,
             [(event_id, endpoint_id)],
             dead.token,

@@ -29,7 +29,7 @@ from commerce_api.orders import service as order_service
 from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.tables import webhook_deliveries
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
-from commerce_api.webhooks.repository import claims
+from commerce_api.webhooks.repository import candidates, claims
 from tests import factories
 from tests.webhook_receiver import Reply, eventually, running_receiver
 from tests.webhooks.test_dispatcher_concurrency import (
@@ -153,7 +153,7 @@ async def test_a_delivery_behind_a_saturated_endpoints_backlog_is_not_held_up(
     delivery to another endpoint lies between 10 older and 10 newer deliveries to a slow
     endpoint at its cap, outside both windows unless the claim passes over the saturated
     endpoint's rows; it arrives at once, not after the slow endpoint's backlog."""
-    monkeypatch.setattr(claims, "CLAIM_WINDOW", 5)
+    monkeypatch.setattr(candidates, "CLAIM_WINDOW", 5)
     settings, box = _settings(database_url, webhook_max_in_flight_per_endpoint=2)
     principal, product_id = await _setup(db)
     with running_receiver() as slow, running_receiver() as fast:

@@ -1,6 +1,6 @@
-"""The dispatcher's HTTP client (``webhooks/http_client.py``) against real servers on 127.0.0.1:
-raw asyncio servers that answer what each test scripts, byte for byte, and one over TLS with a
-certificate made for the test."""
+"""The dispatcher's HTTP client (``webhooks/http_client.py``, ``http_response.py``) against
+real servers on 127.0.0.1: raw asyncio servers that answer what each test scripts, byte for
+byte, and one over TLS with a certificate made for the test."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from typing import Protocol
 
 import pytest
 
-from commerce_api.webhooks import http_client
-from commerce_api.webhooks.http_client import HTTPClient, ReceiverError
+from commerce_api.webhooks import http_client, http_response
+from commerce_api.webhooks.http_client import HTTPClient
+from commerce_api.webhooks.http_response import ReceiverError
 from tests.helpers import self_signed_certificate
 
 HEADERS = (("content-type", "application/json"), ("webhook-id", "evt_1"))
@@ -166,8 +167,8 @@ async def test_reads_a_framed_body_and_reuses_the_connection(
     [
         b"HTTP/1.1 200 OK\r\n\r\nbody until the connection closes",
         b"HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n",
-        b"HTTP/1.1 500 Oops\r\ncontent-length: %d\r\n\r\n" % (http_client.MAX_DRAINED_BYTES + 1)
-        + b"x" * (http_client.MAX_DRAINED_BYTES + 1),
+        b"HTTP/1.1 500 Oops\r\ncontent-length: %d\r\n\r\n" % (http_response.MAX_DRAINED_BYTES + 1)
+        + b"x" * (http_response.MAX_DRAINED_BYTES + 1),
         b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\nxyz",
     ],
     ids=["until-close", "http-1.0", "too-large", "not-chunked"],
@@ -199,7 +200,7 @@ async def test_a_body_slow_to_arrive_costs_the_connection_not_the_status(
     port = running.sockets[0].getsockname()[1]
     started = time.monotonic()
     assert await client.post(f"http://127.0.0.1:{port}/", None, (), b"") == 200
-    assert time.monotonic() - started < http_client.DRAIN_SECONDS + 0.5
+    assert time.monotonic() - started < http_response.DRAIN_SECONDS + 0.5
     assert client._idle == {}
     running.close()
 

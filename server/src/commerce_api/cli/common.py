@@ -58,7 +58,8 @@ def _settings() -> Settings:
 
 @asynccontextmanager
 async def _opened(settings: Settings, deadlines: Deadlines | None) -> AsyncIterator[Database]:
-    from commerce_api.storage.db import Database, UnsupportedDatabaseURL
+    from commerce_api.storage.db import Database
+    from commerce_api.storage.urls import UnsupportedDatabaseURL
 
     url, listen_url = settings.database_url, settings.database_listen_url
     try:

@@ -7,9 +7,9 @@
 - ``sessions``: server-side sessions in the database (``console_sessions``, only a hash of the
   token stored), their idle timeout and their end when the key behind them is revoked; and the
   CSRF tokens every state-changing form carries.
-- ``repository``: the console's own queries (sessions, and reads the API has no list for:
-  accounts, a name search and low-stock filter of the catalogue, its export by keyset, an
-  order's events).
+- ``repository/``: the console's own queries: ``sessions``; ``listings``, the reads the API
+  has no list for (accounts, a name search and low-stock filter of the catalogue, its export
+  by keyset, an order's events); ``overview``, the overview's figures.
 - ``templates/`` (Jinja2) and ``static/`` (a hand-written stylesheet and script), package data.
 
 It may import the domain packages' services and repositories, ``http``, ``core``, ``storage``

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.console import repository
+from commerce_api.console.repository import overview
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 
@@ -126,7 +126,7 @@ def _to_close(
 async def _close(db: Database, start: datetime, end: datetime, first_day: datetime) -> None:
     """Keep the figures of the hours ``[start, end)``, now closed, in the rollup."""
     async with db.read() as conn:
-        rows = await repository.orders_per_hour(conn, start, end)
+        rows = await overview.orders_per_hour(conn, start, end)
     new = [
         {
             "hour": _hour(row.hour),
@@ -137,7 +137,7 @@ async def _close(db: Database, start: datetime, end: datetime, first_day: dateti
         for row in rows
     ]
     async with db.write() as conn:
-        await repository.close_hours(conn, new, end, first_day - timedelta(days=1))
+        await overview.close_hours(conn, new, end, first_day - timedelta(days=1))
 
 
 async def _hour_rows(
@@ -145,8 +145,8 @@ async def _hour_rows(
 ) -> list[Any]:
     """The rows of the 30 days' hours: the closed ones from the rollup, the rest scanned."""
     live_from = first_day if until is None else min(max(until, first_day), next_hour)
-    closed = await repository.closed_hours(conn, first_day, live_from)
-    return [*closed, *await repository.orders_per_hour(conn, live_from, next_hour)]
+    closed = await overview.closed_hours(conn, first_day, live_from)
+    return [*closed, *await overview.orders_per_hour(conn, live_from, next_hour)]
 
 
 async def overview_figures(db: Database, settings: Settings, now: datetime) -> Figures:
@@ -156,14 +156,14 @@ async def overview_figures(db: Database, settings: Settings, now: datetime) -> F
     first_day = (this_hour - timedelta(days=DAYS - 1)).replace(hour=0)
     next_hour = this_hour + timedelta(hours=1)
     async with db.read() as conn:
-        until = await repository.closed_hours_until(conn)
-        oldest_pending = await repository.oldest_pending_order(conn)
+        until = await overview.closed_hours_until(conn)
+        oldest_pending = await overview.oldest_pending_order(conn)
         closing = _to_close(until, oldest_pending, now, first_day)
         rows = [] if closing else await _hour_rows(conn, until, first_day, next_hour)
-        pending = await repository.count_pending_orders(conn)
-        low, low_total = await repository.low_stock(conn, settings.low_stock_threshold, LIST_SIZE)
-        failing, failing_total = await repository.failing_endpoints(conn, LIST_SIZE)
-        backlog, oldest_due = await repository.outbox_backlog(conn)
+        pending = await overview.count_pending_orders(conn)
+        low, low_total = await overview.low_stock(conn, settings.low_stock_threshold, LIST_SIZE)
+        failing, failing_total = await overview.failing_endpoints(conn, LIST_SIZE)
+        backlog, oldest_due = await overview.outbox_backlog(conn)
     if closing is not None:
         await _close(db, *closing, first_day)
         async with db.read() as conn:

@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
-from commerce_api.console import repository
+from commerce_api.console.repository import sessions as session_queries
 from commerce_api.core.timestamps import utcnow
 from commerce_api.storage.db import Database
 
@@ -70,8 +70,10 @@ async def start_session(db: Database, key_id: str, idle_seconds: int) -> str:
     token = secrets.token_urlsafe(32)
     now = utcnow()
     async with db.write() as conn:
-        await repository.delete_idle_sessions(conn, now - timedelta(seconds=idle_seconds))
-        await repository.insert_session(conn, token_hash=hash_token(token), key_id=key_id, now=now)
+        await session_queries.delete_idle_sessions(conn, now - timedelta(seconds=idle_seconds))
+        await session_queries.insert_session(
+            conn, token_hash=hash_token(token), key_id=key_id, now=now
+        )
         await audit.record(conn, audit.Actor("key", key_id), "key.sign_in", ("key", key_id))
     return token
 
@@ -81,7 +83,7 @@ async def resume_session(db: Database, token: str, idle_seconds: int) -> Console
     token_hash = hash_token(token)
     now = utcnow()
     async with db.read() as conn:
-        row = await repository.session_with_key(conn, token_hash)
+        row = await session_queries.session_with_key(conn, token_hash)
     if row is None:
         return None
     idle = now - row.last_seen_at
@@ -90,7 +92,7 @@ async def resume_session(db: Database, token: str, idle_seconds: int) -> Console
         return None
     if idle > touch_interval(idle_seconds):
         async with db.write() as conn:
-            await repository.touch_session(conn, token_hash, now)
+            await session_queries.touch_session(conn, token_hash, now)
     principal = Principal(
         key_id=row.key_id, account_id=row.account_id, role="admin", tier="production"
     )
@@ -99,12 +101,12 @@ async def resume_session(db: Database, token: str, idle_seconds: int) -> Console
 
 async def end_session(db: Database, token: str) -> None:
     async with db.write() as conn:
-        await repository.delete_session(conn, hash_token(token))
+        await session_queries.delete_session(conn, hash_token(token))
 
 
 async def sign_out(db: Database, token: str, key_id: str) -> None:
     """End the session of ``token`` at its operator's request, audited (``key.sign_out``; a
     session that ends by itself, idle or its key revoked, is not a sign-out)."""
     async with db.write() as conn:
-        await repository.delete_session(conn, hash_token(token))
+        await session_queries.delete_session(conn, hash_token(token))
         await audit.record(conn, audit.Actor("key", key_id), "key.sign_out", ("key", key_id))

@@ -6,35 +6,40 @@ On SQLite, ``sqlite`` sets up every connection (WAL, ``BEGIN IMMEDIATE`` for wri
 The request (or the job) owns the transaction: ``async with db.write() as conn`` commits on
 success and rolls back on any exception. Services and repositories never commit. With
 ``deadlines`` (the app's, from the settings), no wait for the database is unbounded
-(``storage.deadlines``).
+(``storage.deadlines``; a PostgreSQL transaction's, ``storage.watched``).
+
+The URLs it takes are ``storage.urls``; what a committed write changed is told to the process's
+caches through ``storage.commit_listeners``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 from sqlalchemy import text
-from sqlalchemy.engine import URL, CursorResult, Dialect, make_url
+from sqlalchemy.engine import CursorResult, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
 from commerce_api.core import tracing
+from commerce_api.storage import commit_listeners
+from commerce_api.storage.commit_listeners import CHANGED
 from commerce_api.storage.connecting import SERVER_SETTINGS, ping_when_idle, postgres_connect_args
 from commerce_api.storage.deadlines import (
     UNBOUNDED_SQLITE_BUSY_SECONDS,
-    WATCHING,
-    DatabaseTimeout,
     Deadlines,
     Reachability,
-    Watch,
+    milliseconds,
 )
 from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, BUSY_TIMEOUT_MS, configure_sqlite_engine
 from commerce_api.storage.sqlite_writer import SQLiteBatchWriter
+from commerce_api.storage.urls import async_url, asyncpg_dsn, pooler_of
+from commerce_api.storage.watched import watched
 from commerce_api.storage.writers_queue import WritersQueue
 
 _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate` on PostgreSQL
@@ -53,57 +58,6 @@ class Executor(Protocol):
 
     @property
     def info(self) -> dict[Any, Any]: ...
-
-
-# Where a write transaction records what it changed (``freshness.touch``) for the
-# process's own caches, told at its commit (``Database.on_commit``). The key lives in the
-# DBAPI connection's ``info``, which outlives the checkout: ``write`` clears it either way.
-CHANGED = "commerce_changed"
-# Per database URL, what this process's caches want told at such a commit (``on_commit``).
-_COMMIT_LISTENERS: dict[str, list[Callable[[set[str]], None]]] = {}
-
-
-class UnsupportedDatabaseURL(ValueError):
-    pass
-
-
-# A PostgreSQL URL's query option that says a connection pooler stands between the service and
-# PostgreSQL: ``?pooler=pgbouncer`` (PgBouncer in transaction pooling; docs/deployment.md).
-POOLER_OPTION = "pooler"
-POOLERS = ("pgbouncer",)
-
-
-def async_url(url: str) -> URL:
-    """Map the contract's URLs (``sqlite:///…``, ``postgresql://…``) to our async drivers
-    (without the ``pooler`` option: see :func:`pooler_of`)."""
-    try:
-        parsed = make_url(url)
-    except Exception as exc:
-        raise UnsupportedDatabaseURL(f"not a database URL: {url!r}") from exc
-    parsed = parsed.difference_update_query([POOLER_OPTION])
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        if not parsed.database or parsed.database == ":memory:":
-            raise UnsupportedDatabaseURL("SQLite needs a file path, e.g. sqlite:///./commerce.db")
-        return parsed.set(drivername="sqlite+aiosqlite")
-    if backend in {"postgresql", "postgres"}:
-        return parsed.set(drivername="postgresql+asyncpg")
-    raise UnsupportedDatabaseURL(
-        f"unsupported database {backend!r}: use sqlite:///path or postgresql://user@host/db"
-    )
-
-
-def pooler_of(url: str) -> str | None:
-    """The pooler a PostgreSQL URL names (``?pooler=pgbouncer``), or None (direct)."""
-    try:
-        value = make_url(url).query.get(POOLER_OPTION)
-    except Exception:
-        return None  # async_url says what is wrong with it
-    if value is None:
-        return None
-    if not isinstance(value, str) or value not in POOLERS:
-        raise UnsupportedDatabaseURL(f"unknown pooler {value!r}: the one supported is pgbouncer")
-    return value
 
 
 class Database:
@@ -129,7 +83,7 @@ class Database:
         self.pooler = pooler_of(url) if self.backend == "postgresql" else None
         direct = listen_url if self.pooler is not None else url
         # The DSN of the listening connection (asyncpg's), or None: do not listen.
-        self.listen_dsn: str | None = None if direct is None else _asyncpg_dsn(async_url(direct))
+        self.listen_dsn: str | None = None if direct is None else asyncpg_dsn(async_url(direct))
         self.deadlines = deadlines
         self._transaction_seconds = None if deadlines is None else deadlines.transaction
         # Bounded waits fail at once for a moment after one ran out (``deadlines``).
@@ -146,7 +100,7 @@ class Database:
                 json_serializer=_json_text,
             )
             configure_sqlite_engine(self.engine, self.busy_seconds)
-            write_options[BUSY_TIMEOUT_MS] = _ms(self.busy_seconds)
+            write_options[BUSY_TIMEOUT_MS] = milliseconds(self.busy_seconds)
         else:
             connect_args = postgres_connect_args(self.pooler is not None, deadlines)
             bounded: dict[str, Any] = {"connect_args": connect_args}
@@ -181,7 +135,7 @@ class Database:
     @property
     def dsn(self) -> str:
         """The PostgreSQL URL for asyncpg's own connections (``readpath.reader``)."""
-        return _asyncpg_dsn(self.url)
+        return asyncpg_dsn(self.url)
 
     async def unapplied_settings(self) -> dict[str, str]:
         """Through a pooler, the ``SERVER_SETTINGS`` PostgreSQL does not have (the setting and
@@ -196,57 +150,15 @@ class Database:
             }
         return {name: value for name, value in found.items() if value != SERVER_SETTINGS[name]}
 
-    @asynccontextmanager
-    async def _watched(
+    def _watched(
         self, engine: AsyncEngine, *, begin: bool, bounded: bool, by: float | None = None
-    ) -> AsyncIterator[AsyncConnection]:
-        """A PostgreSQL connection (in a transaction committed at the end when ``begin``) whose
-        driver connection is terminated if the block is still running at its deadline (or at
-        ``by``, if sooner): the caller then gets :class:`DatabaseTimeout` (a 503), whatever it
-        was waiting for."""
-        if not bounded or self._transaction_seconds is None:
-            async with engine.begin() if begin else engine.connect() as conn:
-                yield conn
-            return
-        started = self.reachability.check()
-        deadline = started + self._transaction_seconds
-        cut_short = by is not None and by < deadline  # the caller's deadline, not the database
-        watch = Watch(min(deadline, by) if by is not None else deadline)
-        watching = WATCHING.set(watch)  # for the checkout hook (ping_when_idle)
-        try:
-            async with engine.connect() as conn:
-                sync = conn.sync_connection
-                assert sync is not None
-                watch.hold(sync.connection.driver_connection)
-                if begin:
-                    async with conn.begin():
-                        await self._lock_wait_by(conn, by)
-                        yield conn
-                else:
-                    yield conn
-                    await conn.rollback()  # a read's transaction, ended within the deadline
-                watch.done()  # before the connection goes back to the pool
-        except Exception as exc:
-            if not (cut_short and watch.expired):
-                self.reachability.failed(exc, started)
-            if watch.expired:
-                raise DatabaseTimeout(
-                    f"a database transaction ran past its {self._transaction_seconds:g} s "
-                    "deadline; its connection was closed"
-                ) from exc
-            raise
-        finally:
-            WATCHING.reset(watching)
-            watch.done()
-
-    async def _lock_wait_by(self, conn: AsyncConnection, by: float | None) -> None:
-        """A row lock waited for until ``by`` at most, if sooner than the lock timeout: answered
-        by PostgreSQL (``lock_timeout``, 0.1 s early), not by the watch closing the connection."""
-        if by is None or self.deadlines is None:
-            return
-        left = by - asyncio.get_running_loop().time() - 0.1
-        if left < self.deadlines.lock:
-            await conn.execute(text(f"SET LOCAL lock_timeout = {_ms(left)}"))
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A PostgreSQL connection, in a transaction committed at the end when ``begin``: held
+        to the transaction's deadline (``storage.watched``) when ``bounded`` and there is one."""
+        seconds = self._transaction_seconds
+        if not bounded or seconds is None or self.deadlines is None:
+            return engine.begin() if begin else engine.connect()
+        return watched(engine, self.deadlines, seconds, self.reachability, begin=begin, by=by)
 
     @asynccontextmanager
     async def read(self, *, bounded: bool = True) -> AsyncIterator[AsyncConnection]:
@@ -278,15 +190,14 @@ class Database:
         time), if sooner: its request's, begun before this transaction (``group_commit``).
         """
         if not self.is_sqlite:
-            watched = self._watched(self._write_engine, begin=True, bounded=bounded, by=by)
-            async with watched as conn:
+            transaction = self._watched(self._write_engine, begin=True, bounded=bounded, by=by)
+            async with transaction as conn:
                 conn.info.pop(CHANGED, None)  # a failed transaction's notes, left behind
                 yield conn
                 # Not on an error: a connection lost meanwhile has no info left to read.
                 changed: set[str] | None = conn.info.pop(CHANGED, None)
             if changed:  # committed: this process's caches learn it before the caller goes on
-                for callback in list(_COMMIT_LISTENERS.get(self._url_key, ())):
-                    callback(changed)
+                commit_listeners.tell(self._url_key, changed)
             return
         deadline = sooner(self.deadline(bounded), by)
         async with self._writers.turn(deadline):
@@ -294,7 +205,7 @@ class Database:
             if deadline is not None:
                 left = deadline - asyncio.get_running_loop().time()
                 if left < self.busy_seconds:  # waited in the queue: wait less for the file
-                    engine = engine.execution_options(**{BUSY_TIMEOUT_MS: _ms(left)})
+                    engine = engine.execution_options(**{BUSY_TIMEOUT_MS: milliseconds(left)})
             async with engine.begin() as conn:
                 yield conn
 
@@ -310,9 +221,7 @@ class Database:
         changed (``freshness.touch``), through any ``Database`` of the same URL (the CLI
         and the app may each have one): read-your-writes for the process's caches, which learn
         of other processes' commits from PostgreSQL's notifications. Returns the undo."""
-        listeners = _COMMIT_LISTENERS.setdefault(self._url_key, [])
-        listeners.append(callback)
-        return lambda: listeners.remove(callback)
+        return commit_listeners.listen(self._url_key, callback)
 
     @asynccontextmanager
     async def write_batch(self, by: float | None = None) -> AsyncIterator[Executor]:
@@ -375,17 +284,9 @@ class Database:
 _UNBOUNDED_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 
 
-def _asyncpg_dsn(url: URL) -> str:
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 def sooner(deadline: float | None, other: float | None) -> float | None:
     """The sooner of two deadlines (None: none)."""
     return other if deadline is None else deadline if other is None else min(deadline, other)
-
-
-def _ms(seconds: float) -> int:
-    return max(1, round(seconds * 1000))
 
 
 def _json_text(value: Any) -> str:

@@ -78,8 +78,13 @@ class Deadlines:
 UNBOUNDED_SQLITE_BUSY_SECONDS = 30.0
 
 
+def milliseconds(seconds: float) -> int:
+    """A duration in whole milliseconds, at least one (a timeout of 0 would mean none)."""
+    return max(1, round(seconds * 1000))
+
+
 def _ms(seconds: float) -> str:
-    return str(max(1, round(seconds * 1000)))
+    return str(milliseconds(seconds))
 
 
 class DatabaseTimeout(TimeoutError):

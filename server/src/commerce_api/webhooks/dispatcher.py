@@ -1,6 +1,6 @@
 """The dispatcher: claims due deliveries from the outbox, POSTs them signed, records the
 outcome, and schedules retries (what an outcome means, and when to retry, is ``policy.py``;
-how one delivery is signed and POSTed, ``sender.py``).
+how one delivery is signed and POSTed, ``sender.py``; how outcomes are written, ``recording.py``).
 
 Any number of dispatchers may run against one database (inside ``serve`` processes, or alone as
 ``commerce-api worker``); they coordinate only through their claims on delivery rows (see
@@ -22,13 +22,11 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.engine import Row
 
-from commerce_api.core import tracing
-from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.observability.metrics import DELIVERY_OUTCOMES, deliveries_outcome
 from commerce_api.settings import Settings
@@ -36,14 +34,9 @@ from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
 from commerce_api.storage.faults import log_failure
 from commerce_api.storage.group_commit import GroupCommit
-from commerce_api.webhooks.policy import (
-    GONE_REASON,
-    AttemptOutcome,
-    disable_reason,
-    endpoint_verdicts,
-    judge_attempt,
-)
-from commerce_api.webhooks.repository import attempts, claims, endpoints
+from commerce_api.webhooks.policy import judge_attempt
+from commerce_api.webhooks.recording import Finished, record_outcomes
+from commerce_api.webhooks.repository import claim_ends, claims
 from commerce_api.webhooks.sender import Sender, event_body
 
 logger = logging.getLogger("commerce_api.webhooks")
@@ -68,20 +61,6 @@ CLAIM_INTERVAL_SECONDS = 0.02
 # deliveries are released and become due again: a receiver may then see one twice, as
 # at-least-once delivery allows).
 STOP_GRACE_SECONDS = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """A finished attempt, to be recorded: the delivery's new state, the attempt for the
-    history, and the verdict on the endpoint's health."""
-
-    event_id: str
-    endpoint_id: str
-    outcome: AttemptOutcome
-    attempted_at: datetime
-    status_code: int | None
-    duration_ms: int
-    error: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +186,7 @@ class Dispatcher:
     async def _release(self) -> None:
         with contextlib.suppress(Exception):
             async with self.db.write() as conn:
-                await claims.release_claims(conn, self.token, utcnow())
+                await claim_ends.release_claims(conn, self.token, utcnow())
 
     async def _attempt(self, claim: Claim) -> None:
         delivery = claim.delivery
@@ -241,7 +220,9 @@ class Dispatcher:
         body = event_body(event)
         attempted_at = utcnow()
         started = time.perf_counter()
-        status_code, error = await self._post(endpoint, event, body, attempted_at, attempts_before)
+        status_code, error = await self._sender.traced_post(
+            endpoint, event, body, attempted_at, attempts_before
+        )
         duration_ms = round((time.perf_counter() - started) * 1000)
         outcome = judge_attempt(
             status_code=status_code,
@@ -275,92 +256,20 @@ class Dispatcher:
             },
         )
 
-    async def _post(
-        self, endpoint: Any, event: Any, body: str, attempted_at: datetime, attempts_before: int
-    ) -> tuple[int | None, str | None]:
-        """The attempt's POST; traced, in its span (the child of the trace its event was
-        recorded in), whose ``traceparent`` the POST carries."""
-        if not tracing.ENABLED:
-            return await self._sender.post(endpoint, event.id, body, attempted_at)
-        attributes = {
-            "http.request.method": "POST",
-            "commerce.event_id": event.id,
-            "commerce.event_type": event.type,
-            "commerce.endpoint_id": endpoint.id,
-            "commerce.delivery_attempt": attempts_before + 1,
-        }
-        with tracing.delivery_attempt(event.traceparent, attributes) as attempt:
-            outcome = await self._sender.post(
-                endpoint, event.id, body, attempted_at, attempt.traceparent
-            )
-            attempt.finish(*outcome)
-        return outcome
-
     async def _record_batch(self, conn: Executor, batch: list[Finished]) -> list[bool]:
-        """Record finished attempts in one transaction; per attempt, whether its claim still
-        held (if not, another dispatcher owns the delivery now and nothing of it is written).
-
-        A fixed number of statements, whatever the batch's size: one update per distinct
-        outcome (status and retry time: one for all the successes), one insert of the history,
-        and per endpoint the verdict of its last attempt in the batch (a 410 anywhere in it
-        disables the endpoint, as it would have one attempt at a time: see
-        ``policy.endpoint_verdicts``).
-
-        Lock order: the deliveries first (each claimed by this dispatcher alone), then the
-        endpoints in id order — the same in every batch of every dispatcher, and disabling an
-        endpoint touches no delivery — so two transactions never wait on each other in a cycle.
-        """
-        now = utcnow()
-        alike: dict[tuple[str, datetime | None], list[tuple[str, str]]] = {}
-        for done in batch:
-            outcome = (done.outcome.delivery_status, done.outcome.next_attempt_at)
-            alike.setdefault(outcome, []).append((done.event_id, done.endpoint_id))
-        held: set[tuple[str, str]] = set()
-        for (status, next_attempt_at), keys in alike.items():
-            values = {"status": status, "next_attempt_at": next_attempt_at, "updated_at": now}
-            held |= await claims.finish_deliveries(conn, keys, self.token, values, attempted=True)
-        kept = [(done.event_id, done.endpoint_id) in held for done in batch]
-        recorded = [done for done, ok in zip(batch, kept, strict=True) if ok]
-        history = [
-            {
-                "id": new_id("att"),
-                "event_id": done.event_id,
-                "endpoint_id": done.endpoint_id,
-                "attempted_at": done.attempted_at,
-                "status_code": done.status_code,
-                "duration_ms": done.duration_ms,
-                "error": done.error,
-            }
-            for done in recorded
-        ]
-        await attempts.insert_attempts(conn, history)
-        for verdict in endpoint_verdicts((done.endpoint_id, done.outcome) for done in recorded):
-            await self._update_endpoint_health(conn, verdict.endpoint_id, verdict.last, now)
-            if verdict.gone_before:
-                await endpoints.disable_endpoint(conn, verdict.endpoint_id, GONE_REASON)
-        return kept
-
-    async def _update_endpoint_health(
-        self, conn: Executor, endpoint_id: str, outcome: AttemptOutcome, now: datetime
-    ) -> None:
-        """Record the attempt's verdict on the endpoint's row (see ``_record_batch``)."""
-        if outcome.succeeded:
-            await endpoints.mark_healthy(conn, endpoint_id)
-            return
-        failing_since = await endpoints.mark_failing(conn, endpoint_id, now)
-        reason = disable_reason(
-            gone=outcome.gone,
-            failing_since=failing_since,
-            now=now,
+        """Record finished attempts in one transaction (``recording.record_outcomes``); per
+        attempt, whether its claim still held."""
+        return await record_outcomes(
+            conn,
+            batch,
+            token=self.token,
+            now=utcnow(),
             disable_after=timedelta(seconds=self.settings.webhook_disable_after_seconds),
         )
-        if reason is not None:
-            await endpoints.disable_endpoint(conn, endpoint_id, reason)
-            logger.warning("disabled webhook endpoint %s: %s", endpoint_id, reason)
 
     async def _finish(self, event_id: str, endpoint_id: str, values: dict[str, Any]) -> None:
         async with self.db.write() as conn:
-            await claims.finish_deliveries(
+            await claim_ends.finish_deliveries(
                 conn,
                 [(event_id, endpoint_id)],
                 self.token,

@@ -1,6 +1,7 @@
 """Sending one delivery: the event as the receiver gets it, signed with the endpoint's
 secrets (Standard Webhooks), POSTed to the address its URL was checked to resolve to, within
-the attempt's timeout. The dispatcher decides what to send and what the answer means."""
+the attempt's timeout, in the attempt's span when traced. The dispatcher decides what to send
+and what the answer means."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Any
 
 import orjson
 
+from commerce_api.core import tracing
 from commerce_api.core.timestamps import format_timestamp
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox
-from commerce_api.webhooks.http_client import HTTPClient, ReceiverError
+from commerce_api.webhooks.http_client import HTTPClient
+from commerce_api.webhooks.http_response import ReceiverError
 from commerce_api.webhooks.policy import is_success
 from commerce_api.webhooks.signing import signature_header
 from commerce_api.webhooks.url_policy import UnsafeURL, resolve
@@ -121,3 +124,23 @@ class Sender:
         if is_success(status_code):
             return status_code, None
         return status_code, f"HTTP {status_code}"
+
+    async def traced_post(
+        self, endpoint: Any, event: Any, body: str, attempted_at: datetime, attempts_before: int
+    ) -> tuple[int | None, str | None]:
+        """An attempt's POST (:meth:`post`) of ``event`` (a row of ``events``); traced, in its
+        span (the child of the trace its event was recorded in), whose ``traceparent`` the POST
+        carries."""
+        if not tracing.ENABLED:
+            return await self.post(endpoint, event.id, body, attempted_at)
+        attributes = {
+            "http.request.method": "POST",
+            "commerce.event_id": event.id,
+            "commerce.event_type": event.type,
+            "commerce.endpoint_id": endpoint.id,
+            "commerce.delivery_attempt": attempts_before + 1,
+        }
+        with tracing.delivery_attempt(event.traceparent, attributes) as attempt:
+            outcome = await self.post(endpoint, event.id, body, attempted_at, attempt.traceparent)
+            attempt.finish(*outcome)
+        return outcome

@@ -10,9 +10,9 @@ from starlette.responses import Response
 
 from commerce_api.accounts import service as accounts
 from commerce_api.audit import keys as audited_keys
-from commerce_api.console import repository
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import PREFIX, form_text, redirect, render
+from commerce_api.console.repository import listings
 from commerce_api.http.dependencies import ServicesDep
 from commerce_api.settings import Tier
 
@@ -24,7 +24,7 @@ async def _accounts_page(
     status: int = 200,
 ) -> Response:
     async with services.db.read() as conn:
-        account_rows = await repository.list_accounts(conn)
+        account_rows = await listings.list_accounts(conn)
         keys = await accounts.list_keys(conn)
     context = {"nav": "accounts", "accounts": account_rows, "keys": keys, **(extra or {})}
     return render(request, "accounts.html", context, status)

@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from commerce_api.accounts.service import Principal
-from commerce_api.console import repository
 from commerce_api.console.pages import bulk
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import (
@@ -28,6 +27,7 @@ from commerce_api.console.pages.render import (
     pagination,
     render,
 )
+from commerce_api.console.repository import listings
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError
 from commerce_api.core.pagination import NewestFirst
@@ -140,7 +140,7 @@ async def orders_page(request: Request, services: ServicesDep, session: SessionD
             principal = filters.principal(session)
             page = await _matching(conn, principal, filters, PAGE_SIZE, (number - 1) * PAGE_SIZE)
             found, total = page["data"], page["pagination"]["total"]
-        account_rows = await repository.list_accounts(conn)
+        account_rows = await listings.list_accounts(conn)
     query = filters.query()
     context = {
         "nav": "orders",

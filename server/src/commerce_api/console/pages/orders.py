@@ -10,10 +10,10 @@ from fastapi import Request
 from starlette.responses import Response
 
 from commerce_api.audit import service as audit
-from commerce_api.console import repository
 from commerce_api.console.pages.audit import order_timeline
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import PREFIX, change_then_redirect, form_text, render
+from commerce_api.console.repository import listings
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError
 from commerce_api.events import service as event_service
@@ -40,7 +40,7 @@ async def _order_page(
             assert row is not None  # get_order found it
             events = [
                 await event_service.get_event(conn, session.principal, event.id)
-                for event in await repository.order_events(conn, row.account_id, order_id)
+                for event in await listings.order_events(conn, row.account_id, order_id)
             ]
             history = await audit.history_of(conn, order_id)
     except APIError as exc:

@@ -13,7 +13,6 @@ from fastapi import Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from commerce_api.console import repository
 from commerce_api.console.pages.guard import SessionDep
 from commerce_api.console.pages.render import (
     MAX_PAGE_SIZE,
@@ -25,6 +24,7 @@ from commerce_api.console.pages.render import (
     redirect,
     render,
 )
+from commerce_api.console.repository import listings
 from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError, Problem, validation_error
 from commerce_api.core.timestamps import utcnow
@@ -63,7 +63,7 @@ async def _webhooks_page(
     endpoints: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     async with services.db.read() as conn:
-        account_rows = await repository.list_accounts(conn)
+        account_rows = await listings.list_accounts(conn)
         if account_id not in {row.id for row in account_rows}:
             account_id = account_rows[0].id if account_rows else ""
         if account_id:
@@ -77,7 +77,7 @@ async def _webhooks_page(
                 )
             )["data"]
             by_event: dict[str, list[Any]] = defaultdict(list)
-            for state in await repository.delivery_states(conn, [e["id"] for e in events]):
+            for state in await listings.delivery_states(conn, [e["id"] for e in events]):
                 by_event[state.event_id].append(state)
             for event in events:
                 event["delivery_summary"] = delivery_summary(by_event[event["id"]])
@@ -120,7 +120,7 @@ async def create_endpoint(
     except ValidationError as exc:
         return await refused(validation_error(exc.errors()).problems, 400)
     async with services.db.read() as conn:
-        if account_id not in {row.id for row in await repository.list_accounts(conn)}:
+        if account_id not in {row.id for row in await listings.list_accounts(conn)}:
             return await refused([f"No account with id `{account_id}`."], 404)
     try:
         url = await webhooks.check_receiver_url(data.url, services.settings)

@@ -2,8 +2,9 @@
 
 - ``endpoints``: the endpoints, their secrets and health, and which of them an event goes to.
 - ``outbox``: the deliveries, one per event and endpoint.
-- ``claims``: a dispatcher's claims on the deliveries it attempts (fair between accounts,
-  within each endpoint's attempts in flight) and how they end.
+- ``claims``: a dispatcher's claims on the deliveries it attempts, of the ``candidates`` (fair
+  between accounts, within each endpoint's attempts in flight); ``claim_ends``: how a claim
+  ends (its outcome recorded, given back, or lapsed: an interrupted attempt).
 - ``attempts``: the history of attempts at each delivery.
 
 What another domain uses is named here too: ``events`` makes an event's deliveries, redelivers

@@ -1,20 +1,35 @@
 """Queries of the outbox: one delivery row per event and endpoint, made with the event, made
 due again by a redelivery or a recovery, and read back for the event's history (a dispatcher's
-claims on the rows are ``claims``)."""
+claims on the rows are ``claims``; ``keyed`` finds rows by key for them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import ColumnElement, FromClause, and_, func, or_, select, tuple_, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.storage.tables import events, webhook_deliveries
 
 deliveries = webhook_deliveries
+
+
+def keyed(keys: Collection[tuple[str, str]], table: FromClause = deliveries) -> ColumnElement[bool]:
+    """The deliveries with these ``(event_id, endpoint_id)`` keys, found through the primary
+    key by its first column. Alone, ``(event_id, endpoint_id) IN (…)`` is no index search on
+    SQLite (it scanned the whole outbox, for every claim and every batch of outcomes), and
+    PostgreSQL, whenever its statistics lag behind the outbox (a fresh one, a burst), took it
+    to ``ix_webhook_deliveries_endpoint_id`` (every delivery of the endpoint). So the pairs
+    are only checked (``IS TRUE``: the same in a WHERE clause, and no index condition) on the
+    rows ``event_id IN (…)`` finds.
+    """
+    return and_(
+        table.c.event_id.in_(sorted({event_id for event_id, _ in keys})),
+        tuple_(table.c.event_id, table.c.endpoint_id).in_(list(keys)).is_(True),
+    )
 
 
 async def pending_summary(conn: AsyncConnection) -> tuple[int, datetime | None]:

@@ -1,4 +1,4 @@
-"""Queries of the console: its sessions, and reads the API has no list for."""
+"""Queries of the console overview's figures, each a bounded read on an index."""
 
 from __future__ import annotations
 
@@ -6,23 +6,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Select,
-    case,
-    delete,
-    func,
-    literal,
-    literal_column,
-    select,
-    text,
-    tuple_,
-    update,
-)
+from sqlalchemy import ColumnElement, Select, case, delete, func, literal_column, select, text
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.catalog.repository import DETAIL_COLUMNS
 from commerce_api.core.timestamps import format_timestamp
 from commerce_api.storage import instance
 from commerce_api.storage.bulk import dialect_insert
@@ -30,10 +17,6 @@ from commerce_api.storage.tables import (
     ENDPOINT_IS_FAILING,
     ORDER_HOURS_UNTIL,
     ORDER_IS_PENDING,
-    accounts,
-    api_keys,
-    console_sessions,
-    events,
     instance_values,
     order_hour_figures,
     orders,
@@ -41,167 +24,6 @@ from commerce_api.storage.tables import (
     webhook_deliveries,
     webhook_endpoints,
 )
-
-# --- sessions ----------------------------------------------------------------------------------
-
-
-async def insert_session(
-    conn: AsyncConnection, *, token_hash: str, key_id: str, now: datetime
-) -> None:
-    await conn.execute(
-        console_sessions.insert().values(
-            token_hash=token_hash, key_id=key_id, created_at=now, last_seen_at=now
-        )
-    )
-
-
-async def session_with_key(conn: AsyncConnection, token_hash: str) -> Row[Any] | None:
-    """The session and the current state of its key (role, account, revocation)."""
-    result = await conn.execute(
-        select(
-            console_sessions.c.key_id,
-            console_sessions.c.last_seen_at,
-            api_keys.c.account_id,
-            api_keys.c.role,
-            api_keys.c.revoked_at,
-        )
-        .join(api_keys, api_keys.c.id == console_sessions.c.key_id)
-        .where(console_sessions.c.token_hash == token_hash)
-    )
-    return result.first()
-
-
-async def touch_session(conn: AsyncConnection, token_hash: str, now: datetime) -> None:
-    await conn.execute(
-        update(console_sessions)
-        .where(console_sessions.c.token_hash == token_hash)
-        .values(last_seen_at=now)
-    )
-
-
-async def delete_session(conn: AsyncConnection, token_hash: str) -> None:
-    await conn.execute(delete(console_sessions).where(console_sessions.c.token_hash == token_hash))
-
-
-async def delete_idle_sessions(conn: AsyncConnection, seen_before: datetime) -> int:
-    result = await conn.execute(
-        delete(console_sessions).where(console_sessions.c.last_seen_at < seen_before)
-    )
-    return int(result.rowcount or 0)
-
-
-# --- reads -------------------------------------------------------------------------------------
-
-
-async def list_accounts(conn: AsyncConnection) -> list[Row[Any]]:
-    result = await conn.execute(
-        select(accounts.c.id, accounts.c.name, accounts.c.tier, accounts.c.created_at).order_by(
-            accounts.c.created_at, accounts.c.id
-        )
-    )
-    return list(result.all())
-
-
-def _catalogue(
-    category: str | None, name: str | None, max_stock: int | None
-) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = [products.c.archived_at.is_(None)]
-    if category:
-        conditions.append(products.c.category == category)
-    if name:
-        conditions.append(func.lower(products.c.name).contains(name.lower(), autoescape=True))
-    if max_stock is not None:
-        conditions.append(products.c.inventory_count <= max_stock)
-    return conditions
-
-
-async def count_products(
-    conn: AsyncConnection, category: str | None, name: str | None, max_stock: int | None = None
-) -> int:
-    query = select(func.count()).select_from(products).where(*_catalogue(category, name, max_stock))
-    return int(await conn.scalar(query) or 0)
-
-
-async def page_products(
-    conn: AsyncConnection,
-    category: str | None,
-    name: str | None,
-    limit: int,
-    offset: int,
-    max_stock: int | None = None,
-) -> Sequence[Row[Any]]:
-    """Active products with their stock, in the API's (created_at, id) order; with
-    ``max_stock``, only those with at most that many units."""
-    result = await conn.execute(
-        select(*DETAIL_COLUMNS)
-        .where(*_catalogue(category, name, max_stock))
-        .order_by(products.c.created_at, products.c.id)
-        .limit(limit)
-        .offset(offset)
-    )
-    return result.all()
-
-
-async def products_after(
-    conn: AsyncConnection,
-    category: str | None,
-    name: str | None,
-    max_stock: int | None,
-    after: tuple[datetime, str] | None,
-    limit: int,
-) -> Sequence[Row[Any]]:
-    """The products of :func:`page_products` after ``after`` (a product's created_at and id),
-    by keyset: a deep chunk costs what the first does."""
-    conditions = _catalogue(category, name, max_stock)
-    if after is not None:
-        created_at, id_ = products.c.created_at, products.c.id
-        cursor = tuple_(literal(after[0], created_at.type), literal(after[1], id_.type))
-        conditions += [created_at >= after[0], tuple_(created_at, id_) > cursor]
-    result = await conn.execute(
-        select(*DETAIL_COLUMNS)
-        .where(*conditions)
-        .order_by(products.c.created_at, products.c.id)
-        .limit(limit)
-    )
-    return result.all()
-
-
-async def categories(conn: AsyncConnection) -> list[str]:
-    result = await conn.execute(
-        select(products.c.category)
-        .where(products.c.archived_at.is_(None))
-        .distinct()
-        .order_by(products.c.category)
-    )
-    return list(result.scalars())
-
-
-async def order_events(conn: AsyncConnection, account_id: str, order_id: str) -> list[Row[Any]]:
-    """The events about one order, oldest first (on ``ix_events_order_id_order``)."""
-    result = await conn.execute(
-        select(events.c.id, events.c.type, events.c.created_at)
-        .where(events.c.account_id == account_id, events.c.order_id == order_id)
-        .order_by(events.c.created_at, events.c.id)
-    )
-    return list(result.all())
-
-
-async def delivery_states(conn: AsyncConnection, event_ids: Sequence[str]) -> list[Row[Any]]:
-    """``(event_id, status, attempts)`` of every delivery of these events (a page's, on the
-    primary key): at most one per endpoint of each event's account."""
-    if not event_ids:
-        return []
-    result = await conn.execute(
-        select(
-            webhook_deliveries.c.event_id,
-            webhook_deliveries.c.status,
-            webhook_deliveries.c.attempts,
-        ).where(webhook_deliveries.c.event_id.in_(event_ids))
-    )
-    return list(result.all())
-
-
-# --- the overview ------------------------------------------------------------------------------
 
 
 def _hour_of(dialect: str) -> ColumnElement[Any]:
