@@ -855,7 +855,7 @@ async def test_concurrent_readers_never_see_a_page_older_than_the_last_commit(
                 return
             floor = committed
             url = f"/v1/products/{product_id}" if detail else "/v1/products"
-            body = orjson.loads(await get_ok(client, url, client_key))
+            body = orjson.loads(await get_ok_when_reachable(client, url, client_key))
             name = body["name"] if detail else body["data"][0]["name"]
             seen = -1 if not name.startswith("Rev ") else int(name.removeprefix("Rev "))
             assert seen >= floor, f"saw revision {seen} after {floor} was committed"
@@ -864,6 +864,20 @@ async def test_concurrent_readers_never_see_a_page_older_than_the_last_commit(
     await asyncio.gather(writer(), reader(False), reader(False), reader(True))
     assert committed == 39
     assert checked > 0
+
+
+async def get_ok_when_reachable(client: httpx.AsyncClient, url: str, key: str) -> bytes:
+    """``get_ok``, sent again (bounded) after a 503: three test workers on two cores can starve
+    a database wait past its deadline, and the next ones then refuse for
+    ``UNREACHABLE_SECONDS``. What is checked is the page's freshness, not the deadlines (their
+    own tests are in storage/)."""
+    for _attempt in range(8):
+        response = await client.get(url, headers=bearer(key))
+        if response.status_code != 503:
+            break
+        await asyncio.sleep(0.5)
+    assert response.status_code == 200, response.text
+    return response.content
 
 
 # --- memory ------------------------------------------------------------------------------------
