@@ -15,13 +15,10 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import orjson
 from sqlalchemy import text
-from sqlalchemy.engine import URL, CursorResult, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.sql.base import Executable
 
 from commerce_api.core import tracing
 from commerce_api.storage.connecting import SERVER_SETTINGS, ping_when_idle, postgres_connect_args
@@ -33,77 +30,20 @@ from commerce_api.storage.deadlines import (
     Reachability,
     Watch,
 )
+from commerce_api.storage.executor import CHANGED, json_text
+from commerce_api.storage.executor import Executor as Executor
 from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, BUSY_TIMEOUT_MS, configure_sqlite_engine
 from commerce_api.storage.sqlite_writer import SQLiteBatchWriter
+from commerce_api.storage.urls import UnsupportedDatabaseURL as UnsupportedDatabaseURL
+from commerce_api.storage.urls import async_url as async_url
+from commerce_api.storage.urls import asyncpg_dsn, pooler_of
 from commerce_api.storage.writers_queue import WritersQueue
 
 _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate` on PostgreSQL
 
 
-class Executor(Protocol):
-    """What a batch writes through (``Database.write_batch``): an ``AsyncConnection``, or on
-    SQLite a connection whose statements run inline on the event loop."""
-
-    @property
-    def dialect(self) -> Dialect: ...
-
-    async def execute(self, statement: Executable, parameters: Any = None) -> CursorResult[Any]: ...
-
-    async def exec_driver_sql(self, statement: str, parameters: Any = None) -> Any: ...
-
-    @property
-    def info(self) -> dict[Any, Any]: ...
-
-
-# Where a write transaction records what it changed (``freshness.touch``) for the
-# process's own caches, told at its commit (``Database.on_commit``). The key lives in the
-# DBAPI connection's ``info``, which outlives the checkout: ``write`` clears it either way.
-CHANGED = "commerce_changed"
 # Per database URL, what this process's caches want told at such a commit (``on_commit``).
 _COMMIT_LISTENERS: dict[str, list[Callable[[set[str]], None]]] = {}
-
-
-class UnsupportedDatabaseURL(ValueError):
-    pass
-
-
-# A PostgreSQL URL's query option that says a connection pooler stands between the service and
-# PostgreSQL: ``?pooler=pgbouncer`` (PgBouncer in transaction pooling; docs/deployment.md).
-POOLER_OPTION = "pooler"
-POOLERS = ("pgbouncer",)
-
-
-def async_url(url: str) -> URL:
-    """Map the contract's URLs (``sqlite:///…``, ``postgresql://…``) to our async drivers
-    (without the ``pooler`` option: see :func:`pooler_of`)."""
-    try:
-        parsed = make_url(url)
-    except Exception as exc:
-        raise UnsupportedDatabaseURL(f"not a database URL: {url!r}") from exc
-    parsed = parsed.difference_update_query([POOLER_OPTION])
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        if not parsed.database or parsed.database == ":memory:":
-            raise UnsupportedDatabaseURL("SQLite needs a file path, e.g. sqlite:///./commerce.db")
-        return parsed.set(drivername="sqlite+aiosqlite")
-    if backend in {"postgresql", "postgres"}:
-        return parsed.set(drivername="postgresql+asyncpg")
-    raise UnsupportedDatabaseURL(
-        f"unsupported database {backend!r}: use sqlite:///path or postgresql://user@host/db"
-    )
-
-
-def pooler_of(url: str) -> str | None:
-    """The pooler a PostgreSQL URL names (``?pooler=pgbouncer``), or None (direct)."""
-    try:
-        value = make_url(url).query.get(POOLER_OPTION)
-    except Exception:
-        return None  # async_url says what is wrong with it
-    if value is None:
-        return None
-    if not isinstance(value, str) or value not in POOLERS:
-        raise UnsupportedDatabaseURL(f"unknown pooler {value!r}: the one supported is pgbouncer")
-    return value
 
 
 class Database:
@@ -129,7 +69,7 @@ class Database:
         self.pooler = pooler_of(url) if self.backend == "postgresql" else None
         direct = listen_url if self.pooler is not None else url
         # The DSN of the listening connection (asyncpg's), or None: do not listen.
-        self.listen_dsn: str | None = None if direct is None else _asyncpg_dsn(async_url(direct))
+        self.listen_dsn: str | None = None if direct is None else asyncpg_dsn(async_url(direct))
         self.deadlines = deadlines
         self._transaction_seconds = None if deadlines is None else deadlines.transaction
         # Bounded waits fail at once for a moment after one ran out (``deadlines``).
@@ -143,9 +83,9 @@ class Database:
             self.engine: AsyncEngine = create_async_engine(
                 self.url,
                 connect_args={"timeout": self.busy_seconds},
-                json_serializer=_json_text,
+                json_serializer=json_text,
             )
-            configure_sqlite_engine(self.engine, self.busy_seconds)
+            configure_sqlite_engine(self.engine.sync_engine, self.busy_seconds)
             write_options[BUSY_TIMEOUT_MS] = _ms(self.busy_seconds)
         else:
             connect_args = postgres_connect_args(self.pooler is not None, deadlines)
@@ -156,7 +96,7 @@ class Database:
                 self.url,
                 pool_size=pool_size,
                 max_overflow=pool_size,
-                json_serializer=_json_text,
+                json_serializer=json_text,
                 **bounded,
             )
             ping_when_idle(self.engine)
@@ -181,7 +121,7 @@ class Database:
     @property
     def dsn(self) -> str:
         """The PostgreSQL URL for asyncpg's own connections (``readpath.reader``)."""
-        return _asyncpg_dsn(self.url)
+        return asyncpg_dsn(self.url)
 
     async def unapplied_settings(self) -> dict[str, str]:
         """Through a pooler, the ``SERVER_SETTINGS`` PostgreSQL does not have (the setting and
@@ -338,7 +278,7 @@ class Database:
         async with self._writers.turn(deadline):
             if self._batch_writer is None:
                 self._batch_writer = SQLiteBatchWriter(
-                    self.url, json_serializer=_json_text, busy_seconds=self.busy_seconds
+                    self.url, json_serializer=json_text, busy_seconds=self.busy_seconds
                 )
             wait = self.busy_seconds
             if deadline is not None:
@@ -375,10 +315,6 @@ class Database:
 _UNBOUNDED_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 
 
-def _asyncpg_dsn(url: URL) -> str:
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 def sooner(deadline: float | None, other: float | None) -> float | None:
     """The sooner of two deadlines (None: none)."""
     return other if deadline is None else deadline if other is None else min(deadline, other)
@@ -386,9 +322,3 @@ def sooner(deadline: float | None, other: float | None) -> float | None:
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
-
-
-def _json_text(value: Any) -> str:
-    """JSON columns' text: orjson (several times faster than the standard library's encoder,
-    which SQLAlchemy would use; an order's event carries the whole order)."""
-    return orjson.dumps(value).decode()

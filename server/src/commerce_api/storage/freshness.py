@@ -34,16 +34,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.coalescing import Rounds
-from commerce_api.storage.db import CHANGED, Database, Executor
+from commerce_api.storage.executor import CHANGED, Executor
 from commerce_api.storage.faults import log_failure
 from commerce_api.storage.heartbeat import Heartbeat
 from commerce_api.storage.instance import set_value
 
 if TYPE_CHECKING:
     import asyncpg
+
+    from commerce_api.storage.db import Database
 
 logger = logging.getLogger("commerce_api.readpath")
 
@@ -65,7 +66,7 @@ class Versions:
     data_version: int | None = None
 
 
-async def bump(conn: AsyncConnection, *names: str) -> None:
+async def bump(conn: Executor, *names: str) -> None:
     """Mark cached data as changed, inside the caller's transaction."""
     for name in names:
         await set_value(conn, name, secrets.token_hex(8))
