@@ -3,6 +3,10 @@
 - ``db``: ``Database`` (engines, read and write transactions, the SQLite writer lock, commit
   listeners); ``tables``: the schema (SQLAlchemy Core); ``migrations/``: Alembic revisions,
   applied by ``Database.migrate``.
+- ``executor``: what repositories run statements on (``Executor``); ``urls``: the contract's
+  database URLs and their drivers; ``inline``: a synchronous connection awaited inline;
+  ``direct``: a short command's database (the CLI's accounts, keys and ``migrate``), one
+  connection without the async engine, whose import (SQLAlchemy's ORM) outweighed the rest.
 - ``bulk``: the bulk writes the repositories share (many rows in one statement or one
   executemany, compiled once per shape), and the backend's ``INSERT … ON CONFLICT``.
 - ``sqlite``: how every SQLite connection is set up (WAL, pragmas, ``BEGIN IMMEDIATE``);

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.sql.base import Executable
 
 from commerce_api.storage.bulk import processor
@@ -142,17 +142,12 @@ class PostgresDirect:
         await self._connection.close()
 
 
-# SQLAlchemy's asyncpg dialect: the SQL (``$1`` parameters) and the values asyncpg takes.
-_ASYNCPG = asyncpg_dialect(json_serializer=json_text)  # type: ignore[no-untyped-call]
-
-
 class AsyncpgConnection:
     """An asyncpg connection that runs Core statements (see the module's docstring)."""
 
-    dialect = _ASYNCPG
-
     def __init__(self, connection: asyncpg.Connection) -> None:
         self._connection = connection
+        self.dialect = _asyncpg_dialect()
         self.info: dict[Any, Any] = {}
 
     async def execute(self, statement: Executable, parameters: Any = None) -> Any:
@@ -241,6 +236,15 @@ class Result:
 
     def scalars(self) -> Result:
         return Result([row[0] for row in self._rows])
+
+
+@cache
+def _asyncpg_dialect() -> Dialect:
+    """SQLAlchemy's asyncpg dialect: the SQL (``$1`` parameters) and the values asyncpg takes
+    (imported here: a command on SQLite never loads PostgreSQL's dialects)."""
+    from sqlalchemy.dialects.postgresql.asyncpg import dialect
+
+    return dialect(json_serializer=json_text)  # type: ignore[no-untyped-call]
 
 
 def _rowcount(status: str) -> int:
