@@ -236,7 +236,7 @@ def make_settings(database_url: str, **overrides: object) -> Settings:
         "secret_key": "test-secret-key-0123456789abcdef-0123456789",
         **overrides,
     }
-    return Settings(_env_file=None, database_url=database_url, **values)  # type: ignore[arg-type]
+    return Settings(_env_file=None, database_url=database_url, **values)
 
 
 @pytest.fixture

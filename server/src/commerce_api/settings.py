@@ -1,16 +1,25 @@
 """Settings: the ``COMMERCE_*`` environment variables of the operator contract.
 
-A ``.env`` file in the working directory is read too; real environment variables win.
+A ``.env`` file in the working directory is read too; real environment variables win, and a
+value given to ``Settings(...)`` wins over both. Names are matched in any case
+(``commerce_currency`` sets ``currency``); each value reaches its field as the text it is, for
+pydantic to validate and convert (the lists' own validators split them at commas).
+
+A plain pydantic model reads them, not pydantic-settings: importing that took longer than the
+rest of a CLI command's start (its sources for cloud secret stores, CLI parsing and more), and
+these few lines are all of it the contract uses.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Literal
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Environment = Literal["sandbox", "production"]
 Tier = Literal["development", "production"]
@@ -42,10 +51,17 @@ def _check_matchable(origin: str, scheme: str, netloc: str, port: int | None) ->
         )
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="COMMERCE_", env_file=".env", extra="ignore", frozen=True
-    )
+ENV_PREFIX = "COMMERCE_"
+ENV_FILE = ".env"
+
+
+class Settings(BaseModel):
+    """Every ``COMMERCE_*`` setting. ``_env_file``: the dotenv file read (None: none)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
+
+    def __init__(self, _env_file: str | os.PathLike[str] | None = ENV_FILE, **values: Any) -> None:
+        super().__init__(**{**environment_values(_env_file), **values})
 
     database_url: str = "sqlite:///./commerce.db"
     # Deadlines on every wait for the database (storage/deadlines.py, docs/design.md): a
@@ -77,7 +93,7 @@ class Settings(BaseSettings):
     # account's quota, per window: per key, and per key and client address.
     rate_limit_publishable_per_key: int = Field(default=100_000, ge=1)
     rate_limit_publishable_per_client: int = Field(default=1000, ge=1)
-    webhook_retry_schedule: Annotated[tuple[int, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
+    webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
     # Receivers on loopback, private or link-local addresses: only by explicit opt-in, in every
     # environment (a sandbox offered to outside integrators must not reach the operator's
     # network). `serve --demo` opts in.
@@ -139,11 +155,11 @@ class Settings(BaseSettings):
     # Addresses or networks (comma-separated, e.g. `127.0.0.1,::1` or `10.0.0.0/8`; `*` for any,
     # where only the proxy can reach the server) whose X-Forwarded-For and X-Forwarded-Proto are
     # believed. Empty: no one's; the client address is the connection's.
-    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
+    trusted_proxies: tuple[str, ...] = ()
     # Origins (comma-separated `scheme://host[:port]`, e.g. `https://shop.example`) whose pages
     # may call `/v1` from a browser (CORS on every `/v1` route: http/cors.py). Empty: none, no
     # answer carries a CORS header, and every preflight is refused.
-    cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    cors_origins: tuple[str, ...] = ()
     # Production only: every answer of the app carries `Strict-Transport-Security` with this
     # max-age (a year; 0 tells browsers to forget an earlier one).
     hsts_max_age_seconds: int = Field(default=31_536_000, ge=0)
@@ -237,3 +253,23 @@ class Settings(BaseSettings):
         if tier == "production":
             return self.rate_limit_production
         return self.rate_limit_development
+
+
+def environment_values(env_file: str | os.PathLike[str] | None) -> dict[str, str]:
+    """The settings' values the environment gives, by field name: each ``COMMERCE_<FIELD>``
+    (in any case) of ``env_file`` if it exists, then of the process's environment, which wins.
+    Other names are ignored."""
+    sources: list[Mapping[str, str | None]] = []
+    if env_file is not None and Path(env_file).expanduser().is_file():
+        from dotenv import dotenv_values
+
+        sources.append(dotenv_values(Path(env_file).expanduser(), encoding="utf-8"))
+    sources.append(os.environ)
+    prefix = ENV_PREFIX.lower()
+    values: dict[str, str] = {}
+    for source in sources:
+        for name, value in source.items():
+            field = name.lower().removeprefix(prefix)
+            if value is not None and field != name.lower() and field in Settings.model_fields:
+                values[field] = value
+    return values

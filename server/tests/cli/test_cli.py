@@ -448,3 +448,24 @@ async def test_a_production_database_issues_pk_live_keys(cli: Cli) -> None:
         settings={"COMMERCE_ENVIRONMENT": "production", "COMMERCE_SECRET_KEY": "s" * 32},
     )
     assert re.fullmatch(r"pk_live_[A-Za-z0-9]{32}", created.ok().last_line)
+
+
+async def test_accounts_and_keys_through_pgbouncer(
+    pgbouncer_database_url: str, tmp_path: Path, pycache: Path
+) -> None:
+    """The commands on accounts and keys open PostgreSQL with asyncpg alone
+    (``storage.direct``): through PgBouncer in transaction pooling too, one process after
+    another on its server connections, with no statement kept between transactions."""
+    pooled = Cli(pgbouncer_database_url, tmp_path, pycache)
+    account_id = (await pooled.run("accounts", "create", "Pooled Shop")).ok().last_line
+    (await pooled.run("keys", "create", "--account", account_id)).ok()
+    (await pooled.run("keys", "create", "--admin")).ok()
+    keys = await pooled.keys()
+    assert sorted(key["role"] for key in keys) == ["admin", "client"]
+    client_key = next(key["id"] for key in keys if key["role"] == "client")
+    assert (await pooled.run("keys", "revoke", client_key)).ok().last_line == client_key
+    listed = (await pooled.run("keys", "list")).ok().stdout
+    assert "revoked " in listed
+    accounts_listed = json.loads((await pooled.run("accounts", "list", "--json")).ok().stdout)
+    assert [account["id"] for account in accounts_listed] == [account_id]
+    assert (await pooled.run("migrate")).ok().last_line == "Database is up to date."

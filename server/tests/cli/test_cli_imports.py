@@ -1,10 +1,13 @@
 """The everyday commands start without the server: they never import the web framework, the
 HTTP server, the service's HTTP layers or the operator console (nor alembic, on a database
-already migrated), whose imports took most of a command's start.
+already migrated), whose imports took most of a command's start. The commands on accounts and
+keys, and ``migrate`` at head, open the database without the async engine either
+(``storage.direct``): it imports SQLAlchemy's ORM, which took longer than the rest of them.
 
-Each command runs in a process of its own, as the console script runs it, against a new SQLite
-database; the process then writes the names of every module it imported. No timing here: how
-long the commands take is measured side by side, outside the tests.
+Each command runs in a process of its own, as the console script runs it, against a migrated
+database of each backend; the process then writes the names of every module it imported. No
+timing here: how long the commands take is measured side by side, outside the tests
+(``bench/cli_start.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,17 @@ SERVER_MODULES = (
     "commerce_api.app",
     "commerce_api.http",
     "commerce_api.console",
+)
+
+# What the async engine brings (``sqlalchemy.ext.asyncio`` imports the ORM; greenlet runs its
+# driver calls; aiosqlite is its SQLite driver), and the settings library the settings no longer
+# use: none of it is needed to list or issue keys.
+ASYNC_ENGINE_MODULES = (
+    "sqlalchemy.ext.asyncio",
+    "sqlalchemy.orm",
+    "greenlet",
+    "aiosqlite",
+    "pydantic_settings",
 )
 
 # Runs the command as the `commerce-api` script does, then writes sys.modules to the file
@@ -75,8 +89,11 @@ def among(modules: list[str], packages: tuple[str, ...]) -> list[str]:
     return [m for m in modules if any(m == p or m.startswith(f"{p}.") for p in packages)]
 
 
-@pytest.fixture(scope="module")
-def migrated_database(run_dir: Path) -> str:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def migrated_database(request: pytest.FixtureRequest, run_dir: Path) -> str:
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("postgres_url")  # migrated
+        return url
     url = f"sqlite:///{run_dir / 'cli.db'}"
     imported_by(url, run_dir, "migrate")
     return url
@@ -101,6 +118,25 @@ def test_commands_import_neither_the_server_nor_alembic(
     modules = imported_by(migrated_database, run_dir, *command)
     assert "click" in modules  # the list is the command's own
     assert among(modules, (*SERVER_MODULES, "alembic")) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("keys", "list"),
+        ("accounts", "list", "--json"),
+        ("accounts", "create", "Imports Ltd"),
+        ("keys", "create", "--admin"),
+        ("migrate",),
+    ],
+    ids=" ".join,
+)
+def test_commands_on_keys_and_accounts_import_neither_the_orm_nor_the_async_engine(
+    migrated_database: str, run_dir: Path, command: tuple[str, ...]
+) -> None:
+    modules = imported_by(migrated_database, run_dir, *command)
+    assert "sqlalchemy" in modules  # the database was opened: Core only
+    assert among(modules, ASYNC_ENGINE_MODULES) == []
 
 
 def test_listing_keys_imports_the_storage_layer_only(migrated_database: str, run_dir: Path) -> None:

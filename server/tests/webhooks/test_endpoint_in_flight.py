@@ -290,6 +290,9 @@ class _ClaimedMeanwhile:
     async def exec_driver_sql(self, statement: str, parameters: Any = None) -> Any:
         return await self.conn.exec_driver_sql(statement, parameters)
 
+    async def scalar(self, statement: Executable, parameters: Any = None) -> Any:
+        return await self.conn.scalar(statement, parameters)
+
 
 async def test_a_claim_committed_after_another_read_its_candidates_is_counted(
     db: Database, database_url: str

@@ -6,26 +6,26 @@ from datetime import datetime
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.storage import freshness
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import accounts, api_keys
 
 
 async def insert_account(
-    conn: AsyncConnection, *, id: str, name: str, tier: str, created_at: datetime
+    conn: Executor, *, id: str, name: str, tier: str, created_at: datetime
 ) -> None:
     await conn.execute(accounts.insert().values(id=id, name=name, tier=tier, created_at=created_at))
 
 
-async def get_account(conn: AsyncConnection, account_id: str) -> Row[tuple[str, str, str]] | None:
+async def get_account(conn: Executor, account_id: str) -> Row[tuple[str, str, str]] | None:
     result = await conn.execute(
         select(accounts.c.id, accounts.c.name, accounts.c.tier).where(accounts.c.id == account_id)
     )
     return result.first()
 
 
-async def list_accounts(conn: AsyncConnection) -> list[Row[tuple[str, str, str, datetime]]]:
+async def list_accounts(conn: Executor) -> list[Row[tuple[str, str, str, datetime]]]:
     result = await conn.execute(
         select(accounts.c.id, accounts.c.name, accounts.c.tier, accounts.c.created_at).order_by(
             accounts.c.created_at, accounts.c.id
@@ -34,7 +34,7 @@ async def list_accounts(conn: AsyncConnection) -> list[Row[tuple[str, str, str, 
     return list(result.all())
 
 
-async def find_account_by_name(conn: AsyncConnection, name: str) -> str | None:
+async def find_account_by_name(conn: Executor, name: str) -> str | None:
     result = await conn.execute(
         select(accounts.c.id).where(accounts.c.name == name).order_by(accounts.c.created_at)
     )
@@ -42,7 +42,7 @@ async def find_account_by_name(conn: AsyncConnection, name: str) -> str | None:
 
 
 async def insert_key(
-    conn: AsyncConnection,
+    conn: Executor,
     *,
     id: str,
     account_id: str | None,
@@ -81,7 +81,7 @@ KEY_BY_HASH = (
 )
 
 
-async def find_key(conn: AsyncConnection, key_hash: str) -> Row[tuple[object, ...]] | None:
+async def find_key(conn: Executor, key_hash: str) -> Row[tuple[object, ...]] | None:
     """The key with this hash: its id, account, role and revocation time."""
     result = await conn.execute(
         select(api_keys.c.id, api_keys.c.account_id, api_keys.c.role, api_keys.c.revoked_at).where(
@@ -91,7 +91,7 @@ async def find_key(conn: AsyncConnection, key_hash: str) -> Row[tuple[object, ..
     return result.first()
 
 
-async def list_keys(conn: AsyncConnection) -> list[Row[tuple[object, ...]]]:
+async def list_keys(conn: Executor) -> list[Row[tuple[object, ...]]]:
     result = await conn.execute(
         select(
             api_keys.c.id,
@@ -106,7 +106,7 @@ async def list_keys(conn: AsyncConnection) -> list[Row[tuple[object, ...]]]:
     return list(result.all())
 
 
-async def revoke_key(conn: AsyncConnection, key_id: str, revoked_at: datetime) -> bool:
+async def revoke_key(conn: Executor, key_id: str, revoked_at: datetime) -> bool:
     """Revoke a key; False when there is no such key. Revoking twice keeps the first time."""
     exists = await conn.scalar(select(api_keys.c.id).where(api_keys.c.id == key_id))
     if exists is None:

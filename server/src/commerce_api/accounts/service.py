@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from commerce_api.accounts import repository
 from commerce_api.accounts.keys import (
     MAX_KEY_LENGTH,
@@ -20,6 +18,7 @@ from commerce_api.core.errors import forbidden, unauthorized
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.settings import Environment, Tier
+from commerce_api.storage.executor import Executor
 
 # client: an account's secret key (its orders, webhooks, events, the catalogue); admin: the
 # operator's; publishable: an account's key that only reads the catalogue, for storefronts.
@@ -80,19 +79,19 @@ class KeyInfo:
     revoked_at: datetime | None
 
 
-async def create_account(conn: AsyncConnection, name: str, tier: Tier = "development") -> str:
+async def create_account(conn: Executor, name: str, tier: Tier = "development") -> str:
     account_id = new_id("acct")
     await repository.insert_account(conn, id=account_id, name=name, tier=tier, created_at=utcnow())
     return account_id
 
 
-async def list_accounts(conn: AsyncConnection) -> list[AccountInfo]:
+async def list_accounts(conn: Executor) -> list[AccountInfo]:
     """Every account, oldest first."""
     return [AccountInfo(**row._mapping) for row in await repository.list_accounts(conn)]
 
 
 async def create_key(
-    conn: AsyncConnection,
+    conn: Executor,
     environment: Environment,
     *,
     account_id: str | None,
@@ -119,11 +118,11 @@ async def create_key(
     return CreatedKey(id=key_id, account_id=account_id, role=role, secret=key.secret)
 
 
-async def list_keys(conn: AsyncConnection) -> list[KeyInfo]:
+async def list_keys(conn: Executor) -> list[KeyInfo]:
     return [KeyInfo(**row._mapping) for row in await repository.list_keys(conn)]
 
 
-async def revoke_key(conn: AsyncConnection, key_id: str, at: datetime | None = None) -> bool:
+async def revoke_key(conn: Executor, key_id: str, at: datetime | None = None) -> bool:
     return await repository.revoke_key(conn, key_id, at or utcnow())
 
 

@@ -5,17 +5,16 @@ transaction. Never a secret or a key's hash in the trail: the role and the accou
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from commerce_api.accounts import service as accounts
 from commerce_api.accounts.service import Principal, Role
 from commerce_api.audit.service import actor_of, created, record
 from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.settings import Environment, Tier
+from commerce_api.storage.executor import Executor
 
 
 async def create_account(
-    conn: AsyncConnection, principal: Principal | None, name: str, tier: Tier = "development"
+    conn: Executor, principal: Principal | None, name: str, tier: Tier = "development"
 ) -> str:
     """``accounts.service.create_account``, audited as ``account.create`` by ``principal``
     (None: the CLI)."""
@@ -26,7 +25,7 @@ async def create_account(
 
 
 async def create_key(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal | None,
     environment: Environment,
     *,
@@ -41,7 +40,7 @@ async def create_key(
     return key
 
 
-async def revoke_key(conn: AsyncConnection, principal: Principal | None, key_id: str) -> bool:
+async def revoke_key(conn: Executor, principal: Principal | None, key_id: str) -> bool:
     """``accounts.service.revoke_key``, audited as ``key.revoke`` when it revoked the key."""
     now = utcnow()
     if not await accounts.revoke_key(conn, key_id, now):

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.pagination import NewestFirst
 from commerce_api.storage import keyset
 from commerce_api.storage.bulk import copy_rows, insert_rows
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.storage.tables import audit_events
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args
-
-from sqlalchemy.ext.asyncio import AsyncConnection
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import repository
@@ -24,7 +22,10 @@ from commerce_api.core.errors import not_found
 from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.pagination import WHOLE_LIST, NewestFirst, newest_first_rows, page
 from commerce_api.core.timestamps import format_timestamp, utcnow
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 Action = Literal[
     "account.create",

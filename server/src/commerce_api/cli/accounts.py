@@ -6,14 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from commerce_api.cli.common import _in_transaction, _note, _settings, _with_database
+from commerce_api.cli.common import _note, _reading, _settings, _writing
 from commerce_api.cli.tables import echo_listing
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
-
     from commerce_api.accounts import service as accounts
-    from commerce_api.storage.db import Database
+    from commerce_api.storage.executor import Executor
 
 
 @click.group("accounts")
@@ -35,7 +33,7 @@ def accounts_create(name: str, tier: str) -> None:
 
     if not name.strip():
         raise click.BadParameter("must not be empty", param_hint="NAME")
-    account_id = _in_transaction(
+    account_id = _writing(
         lambda conn: audited_keys.create_account(
             conn, None, name, "production" if tier == "production" else "development"
         )
@@ -58,10 +56,6 @@ def accounts_list(as_json: bool) -> None:
     from commerce_api.accounts import service as accounts
     from commerce_api.core.timestamps import format_timestamp
 
-    async def load(db: Database) -> list[accounts.AccountInfo]:
-        async with db.read() as conn:
-            return await accounts.list_accounts(conn)
-
     records = [
         {
             "id": account.id,
@@ -69,7 +63,7 @@ def accounts_list(as_json: bool) -> None:
             "tier": account.tier,
             "created_at": format_timestamp(account.created_at),
         }
-        for account in _with_database(load)
+        for account in _reading(accounts.list_accounts)
     ]
     echo_listing(records, ACCOUNT_COLUMNS, as_json=as_json)
     if not records and not as_json:
@@ -102,13 +96,13 @@ def keys_create(account_id: str | None, admin: bool, publishable: bool) -> None:
         raise click.UsageError(f"a {role} key needs --account ACCOUNT_ID (or use --admin)")
     settings = _settings()
 
-    async def create(conn: AsyncConnection) -> accounts.CreatedKey:
+    async def create(conn: Executor) -> accounts.CreatedKey:
         return await audited_keys.create_key(
             conn, None, settings.environment, account_id=account_id, role=role
         )
 
     try:
-        key = _in_transaction(create)
+        key = _writing(create)
     except accounts.AccountNotFound as exc:
         raise click.ClickException(f"no account with id {exc}") from exc
     _note(f"Created {key.role} key {key.id}. Store the secret now; it is not shown again.")
@@ -136,10 +130,6 @@ def keys_list(as_json: bool) -> None:
     from commerce_api.accounts import service as accounts
     from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp
 
-    async def load(db: Database) -> list[accounts.KeyInfo]:
-        async with db.read() as conn:
-            return await accounts.list_keys(conn)
-
     records = [
         {
             "id": key.id,
@@ -150,7 +140,7 @@ def keys_list(as_json: bool) -> None:
             "created_at": format_timestamp(key.created_at),
             "revoked_at": format_optional_timestamp(key.revoked_at),
         }
-        for key in _with_database(load)
+        for key in _reading(accounts.list_keys)
     ]
     echo_listing(records, KEY_COLUMNS, as_json=as_json)
     if not records and not as_json:
@@ -163,6 +153,6 @@ def keys_revoke(key_id: str) -> None:
     """Revoke a key; requests with it are refused from now on."""
     from commerce_api.audit import keys as audited_keys
 
-    if not _in_transaction(lambda conn: audited_keys.revoke_key(conn, None, key_id)):
+    if not _writing(lambda conn: audited_keys.revoke_key(conn, None, key_id)):
         raise click.ClickException(f"no key with id {key_id}")
     click.echo(key_id)

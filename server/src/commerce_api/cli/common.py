@@ -5,7 +5,10 @@ scripts can take it with ``tail -n 1``; explanations go to standard error (:func
 
 The settings and the database are imported when a command first asks for them, not with this
 module: ``commerce-api --help`` needs neither, and every command starts sooner for what it
-does not import (``tests/cli/test_cli_imports.py``).
+does not import (``tests/cli/test_cli_imports.py``). The commands on accounts and keys, and
+``migrate`` on a database at head, open it without the async engine (``storage.direct``:
+importing that engine imports SQLAlchemy's ORM, which took longer than the rest of their
+start); the server, the worker and the commands on products and orders open a ``Database``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
     from commerce_api.settings import Settings
     from commerce_api.storage.db import Database
     from commerce_api.storage.deadlines import Deadlines
+    from commerce_api.storage.direct import DirectDatabase
+    from commerce_api.storage.executor import Executor
 
 T = TypeVar("T")
 
@@ -90,13 +95,64 @@ def _with_database(
     return asyncio.run(run())
 
 
-def _apply_migrations(settings: Settings | None = None) -> list[str]:
+async def _migrated(settings: Settings) -> list[str]:
     """Apply pending migrations to the configured database; the revisions applied."""
+    async with _opened(settings, None) as db:
+        return await db.migrate()
+
+
+def _apply_migrations(settings: Settings | None = None) -> list[str]:
+    """Apply pending migrations to the configured database; the revisions applied. A database
+    at head is known to be so without the async engine (``storage.direct``)."""
     settings = settings or _settings()
 
     async def run() -> list[str]:
-        async with _opened(settings, None) as db:
-            return await db.migrate()
+        async with _opened_direct(settings) as (_db, applied):
+            return applied
+
+    return asyncio.run(run())
+
+
+@asynccontextmanager
+async def _opened_direct(
+    settings: Settings,
+) -> AsyncIterator[tuple[DirectDatabase, list[str]]]:
+    """The configured database for a short command (``storage.direct``), migrated first, and
+    the revisions that applied: pending migrations are applied through a ``Database`` (with
+    alembic), as for every command."""
+    from commerce_api.storage.direct import open_direct
+    from commerce_api.storage.migrations import head_revision
+    from commerce_api.storage.urls import UnsupportedDatabaseURL
+
+    try:
+        db = await open_direct(settings.database_url)
+    except UnsupportedDatabaseURL as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        applied = [] if await db.revision() == head_revision() else await _migrated(settings)
+        yield db, applied
+    finally:
+        await db.close()
+
+
+def _reading(work: Callable[[Executor], Awaitable[T]]) -> T:
+    """``work`` on a connection to the configured database (``storage.direct``), migrated
+    first; its transaction rolled back at the end."""
+
+    async def run() -> T:
+        async with _opened_direct(_settings()) as (db, _applied), db.read() as conn:
+            return await work(conn)
+
+    return asyncio.run(run())
+
+
+def _writing(work: Callable[[Executor], Awaitable[T]]) -> T:
+    """``work`` in a write transaction of the configured database (``storage.direct``),
+    migrated first: committed when it returns, rolled back when it raises."""
+
+    async def run() -> T:
+        async with _opened_direct(_settings()) as (db, _applied), db.write() as conn:
+            return await work(conn)
 
     return asyncio.run(run())
 

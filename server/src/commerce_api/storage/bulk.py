@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, bindparam
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 
 async def insert_rows(conn: Executor, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -246,7 +246,12 @@ class _LastConverted:
 
 
 def dialect_insert(conn: AsyncConnection | Executor) -> Any:
-    """The backend's ``insert`` construct, which has ``on_conflict_do_nothing/update``."""
+    """The backend's ``insert`` construct, which has ``on_conflict_do_nothing/update``. Each
+    dialect's is imported at its first use: a command on SQLite never loads PostgreSQL's."""
     if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
         return postgresql_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
     return sqlite_insert

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# Where a write transaction records what it changed (``freshness.touch``) for the
-# process's own caches, told at its commit (``Database.on_commit``). The key lives in the
-# DBAPI connection's ``info``, which outlives the checkout: ``Database.write`` clears it
-# either way.
-CHANGED = "commerce_changed"
+from commerce_api.storage.executor import CHANGED as CHANGED  # where a transaction notes them
+
 # Per database URL, what this process's caches want told at such a commit (``listen``).
 _COMMIT_LISTENERS: dict[str, list[Callable[[set[str]], None]]] = {}
 

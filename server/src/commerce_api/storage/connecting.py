@@ -4,13 +4,15 @@ settings, or nothing through a pooler), and how a pooled one is checked before u
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, exc
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from commerce_api.storage.deadlines import WATCHING, DatabaseTimeout, Deadlines
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 # Through PgBouncer in transaction pooling, consecutive transactions of one client connection
 # run on different server connections, and PgBouncer 1.18 (Debian 12's) does not carry prepared

@@ -18,17 +18,13 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import orjson
 from sqlalchemy import text
-from sqlalchemy.engine import CursorResult, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.sql.base import Executable
 
 from commerce_api.core import tracing
 from commerce_api.storage import commit_listeners
-from commerce_api.storage.commit_listeners import CHANGED
 from commerce_api.storage.connecting import SERVER_SETTINGS, ping_when_idle, postgres_connect_args
 from commerce_api.storage.deadlines import (
     UNBOUNDED_SQLITE_BUSY_SECONDS,
@@ -36,28 +32,17 @@ from commerce_api.storage.deadlines import (
     Reachability,
     milliseconds,
 )
+from commerce_api.storage.executor import CHANGED, json_text
+from commerce_api.storage.executor import Executor as Executor
 from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, BUSY_TIMEOUT_MS, configure_sqlite_engine
 from commerce_api.storage.sqlite_writer import SQLiteBatchWriter
-from commerce_api.storage.urls import async_url, asyncpg_dsn, pooler_of
+from commerce_api.storage.urls import UnsupportedDatabaseURL as UnsupportedDatabaseURL
+from commerce_api.storage.urls import async_url as async_url
+from commerce_api.storage.urls import asyncpg_dsn, pooler_of
 from commerce_api.storage.watched import watched
 from commerce_api.storage.writers_queue import WritersQueue
 
 _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate` on PostgreSQL
-
-
-class Executor(Protocol):
-    """What a batch writes through (``Database.write_batch``): an ``AsyncConnection``, or on
-    SQLite a connection whose statements run inline on the event loop."""
-
-    @property
-    def dialect(self) -> Dialect: ...
-
-    async def execute(self, statement: Executable, parameters: Any = None) -> CursorResult[Any]: ...
-
-    async def exec_driver_sql(self, statement: str, parameters: Any = None) -> Any: ...
-
-    @property
-    def info(self) -> dict[Any, Any]: ...
 
 
 class Database:
@@ -97,9 +82,9 @@ class Database:
             self.engine: AsyncEngine = create_async_engine(
                 self.url,
                 connect_args={"timeout": self.busy_seconds},
-                json_serializer=_json_text,
+                json_serializer=json_text,
             )
-            configure_sqlite_engine(self.engine, self.busy_seconds)
+            configure_sqlite_engine(self.engine.sync_engine, self.busy_seconds)
             write_options[BUSY_TIMEOUT_MS] = milliseconds(self.busy_seconds)
         else:
             connect_args = postgres_connect_args(self.pooler is not None, deadlines)
@@ -110,7 +95,7 @@ class Database:
                 self.url,
                 pool_size=pool_size,
                 max_overflow=pool_size,
-                json_serializer=_json_text,
+                json_serializer=json_text,
                 **bounded,
             )
             ping_when_idle(self.engine)
@@ -247,7 +232,7 @@ class Database:
         async with self._writers.turn(deadline):
             if self._batch_writer is None:
                 self._batch_writer = SQLiteBatchWriter(
-                    self.url, json_serializer=_json_text, busy_seconds=self.busy_seconds
+                    self.url, json_serializer=json_text, busy_seconds=self.busy_seconds
                 )
             wait = self.busy_seconds
             if deadline is not None:
@@ -287,9 +272,3 @@ _UNBOUNDED_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction
 def sooner(deadline: float | None, other: float | None) -> float | None:
     """The sooner of two deadlines (None: none)."""
     return other if deadline is None else deadline if other is None else min(deadline, other)
-
-
-def _json_text(value: Any) -> str:
-    """JSON columns' text: orjson (several times faster than the standard library's encoder,
-    which SQLAlchemy would use; an order's event carries the whole order)."""
-    return orjson.dumps(value).decode()

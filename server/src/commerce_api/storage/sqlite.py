@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 from sqlalchemy import Engine, event
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 # The execution option of a write transaction: it begins with ``BEGIN IMMEDIATE``.
 BEGIN_IMMEDIATE = "commerce_begin_immediate"
@@ -67,15 +66,15 @@ def configure_sqlite_connection(conn: Any, busy_seconds: float) -> None:
     conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
 
 
-def configure_sqlite_engine(engine: AsyncEngine | Engine, busy_seconds: float) -> None:
+def configure_sqlite_engine(engine: Engine, busy_seconds: float) -> None:
     """Set up each connection ``engine`` opens on the file, and begin its transactions
     ourselves: ``BEGIN IMMEDIATE`` under the :data:`BEGIN_IMMEDIATE` option, else ``BEGIN``;
     under the :data:`BUSY_TIMEOUT_MS` option, with that busy timeout (set only when it changes:
-    a write that waited in its process's queue waits that much less for the file)."""
-    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    a write that waited in its process's queue waits that much less for the file). An async
+    engine's events are its ``sync_engine``'s."""
     busy_ms = max(1, round(busy_seconds * 1000))
 
-    @event.listens_for(sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from the sqlite3 module (see the module docstring).
         dbapi_connection.isolation_level = None
@@ -84,7 +83,7 @@ def configure_sqlite_engine(engine: AsyncEngine | Engine, busy_seconds: float) -
         configure_sqlite_connection(cursor, busy_seconds)
         cursor.close()
 
-    @event.listens_for(sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         options = conn.get_execution_options()
         wanted = options.get(BUSY_TIMEOUT_MS)

@@ -14,10 +14,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine
-from sqlalchemy.engine import URL, CursorResult
+from sqlalchemy.engine import URL
 from sqlalchemy.pool import StaticPool
-from sqlalchemy.sql.base import Executable
 
+from commerce_api.storage.inline import InlineConnection
 from commerce_api.storage.sqlite import BEGIN_IMMEDIATE, configure_sqlite_engine
 
 
@@ -44,7 +44,7 @@ class SQLiteBatchWriter:
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-batch")
 
     @asynccontextmanager
-    async def batch(self, wait: float) -> AsyncIterator[_InlineConnection]:
+    async def batch(self, wait: float) -> AsyncIterator[InlineConnection]:
         """A batch's transaction, begun within ``wait`` seconds (the turn among the processes,
         then SQLite's lock), else "database is locked"."""
         loop = asyncio.get_running_loop()
@@ -68,7 +68,7 @@ class SQLiteBatchWriter:
         # next batch rolled it back. The COMMIT (or ROLLBACK) runs; the caller still sees its
         # cancellation.
         try:
-            yield _InlineConnection(inline)
+            yield InlineConnection(inline)
         except BaseException:
             await asyncio.shield(loop.run_in_executor(io, _end, inline, False, turn))
             raise
@@ -83,21 +83,6 @@ class SQLiteBatchWriter:
 def _retrieved(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-class _InlineConnection:
-    """A synchronous connection that runs each statement at once, on the caller's thread."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self.dialect = conn.dialect
-        self.info = conn.info
-
-    async def execute(self, statement: Executable, parameters: Any = None) -> CursorResult[Any]:
-        return self._conn.execute(statement, parameters)
-
-    async def exec_driver_sql(self, statement: str, parameters: Any = None) -> Any:
-        return self._conn.exec_driver_sql(statement, parameters)
 
 
 class _WriterTurn:

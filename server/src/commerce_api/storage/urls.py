@@ -1,5 +1,5 @@
-"""The database URLs of the contract (``sqlite:///…``, ``postgresql://…``), mapped to the async
-drivers the service uses, and the ``?pooler=`` option that says a pooler stands in between."""
+"""The contract's database URLs (``sqlite:///…``, ``postgresql://…``) and the drivers they map
+to: SQLAlchemy's URL parsing only, so that every command may read one cheaply."""
 
 from __future__ import annotations
 
@@ -50,5 +50,4 @@ def pooler_of(url: str) -> str | None:
 
 
 def asyncpg_dsn(url: URL) -> str:
-    """The PostgreSQL URL (an :func:`async_url`) as asyncpg's own connections take it."""
     return url.set(drivername="postgresql").render_as_string(hide_password=False)

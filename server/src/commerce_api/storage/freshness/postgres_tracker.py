@@ -10,13 +10,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from commerce_api.core.coalescing import Rounds
-from commerce_api.storage.db import Database
 from commerce_api.storage.faults import log_failure
 from commerce_api.storage.freshness.stamps import AUTH, CATALOG, CHANNEL, SELECT_STAMPS, Versions
 from commerce_api.storage.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     import asyncpg
+
+    from commerce_api.storage.db import Database
 
 logger = logging.getLogger("commerce_api.readpath")
 

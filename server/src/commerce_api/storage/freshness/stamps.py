@@ -9,10 +9,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.storage.commit_listeners import CHANGED
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import CHANGED, Executor
 from commerce_api.storage.instance import set_value
 
 AUTH = "auth_version"
@@ -33,7 +31,7 @@ class Versions:
     data_version: int | None = None
 
 
-async def bump(conn: AsyncConnection, *names: str) -> None:
+async def bump(conn: Executor, *names: str) -> None:
     """Mark cached data as changed, inside the caller's transaction."""
     for name in names:
         await set_value(conn, name, secrets.token_hex(8))
