@@ -45,8 +45,8 @@ from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.domain import expiry_sweep_seconds
+from commerce_api.orders.routes import order_webhooks
 from commerce_api.orders.routes import router as orders_router
-from commerce_api.orders.webhooks import order_webhooks
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.faults import log_failure

@@ -1,10 +1,13 @@
-"""Order endpoints: ``/v1/orders``."""
+"""Order endpoints: ``/v1/orders``; and ``order_webhooks``, the order events' deliveries as a
+receiver gets them, declared for the OpenAPI document's ``webhooks`` section (FastAPI's
+``app.webhooks``): they only describe the POSTs the dispatcher makes (``webhooks.sender``),
+nothing of them is served."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import Response
 
 from commerce_api.core import tracing
@@ -25,11 +28,15 @@ from commerce_api.orders import service
 from commerce_api.orders.placement import OrderRequest
 from commerce_api.orders.schemas import (
     Order,
+    OrderCanceledEvent,
     OrderCreate,
+    OrderCreatedEvent,
     OrderFulfill,
+    OrderFulfilledEvent,
     OrderList,
     OrderStatusName,
 )
+from commerce_api.webhooks.schemas import DeliveryHeaders
 
 router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
 
@@ -154,3 +161,36 @@ async def fulfill_order(
         response = json_response(order)
         await idempotency.record(conn, request, response)
     return response
+
+
+SignedHeaders = Annotated[DeliveryHeaders, Header()]
+
+order_webhooks = APIRouter(
+    tags=["Webhooks"],
+    default_response_class=Response,  # the receiver's answer has no body we read
+    generate_unique_id_function=lambda route: route.name,  # as the app's operations
+)
+_ACKNOWLEDGED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Any 2xx within the delivery timeout acknowledges the event; anything "
+        "else (a 3xx too) is retried on the schedule, with the same `webhook-id`."
+    }
+}
+
+
+@order_webhooks.post("order.created", responses=_ACKNOWLEDGED, summary="An order was placed")
+def order_created(body: OrderCreatedEvent, headers: SignedHeaders) -> None:
+    """Sent to every endpoint subscribed to `order.created` once an order is placed (its
+    stock reserved)."""
+
+
+@order_webhooks.post("order.fulfilled", responses=_ACKNOWLEDGED, summary="An order was fulfilled")
+def order_fulfilled(body: OrderFulfilledEvent, headers: SignedHeaders) -> None:
+    """Sent when an admin key, the CLI or the console fulfils an order (or, in the sandbox,
+    its own client)."""
+
+
+@order_webhooks.post("order.canceled", responses=_ACKNOWLEDGED, summary="An order was canceled")
+def order_canceled(body: OrderCanceledEvent, headers: SignedHeaders) -> None:
+    """Sent when the owning client cancels a pending order, or when the service does because
+    it was still pending after `COMMERCE_PENDING_ORDER_TTL_SECONDS`; its stock is returned."""
