@@ -44,7 +44,7 @@ class CatalogReads(Authenticator, Protocol):
 
 
 class PlacedOrder(Protocol):
-    """An order's outcome (``orders.placement.PlacementResult``): a plain value the route
+    """An order's outcome (``orders.batch_plan.PlacementResult``): a plain value the route
     renders."""
 
     @property
@@ -58,7 +58,7 @@ class PlacedOrder(Protocol):
 
 
 class OrderPlacer(Protocol):
-    """The order desk (``orders.desk.OrderDesk``), given an ``orders.placement.OrderRequest``
+    """The order desk (``orders.desk.OrderDesk``), given an ``orders.batch_plan.OrderRequest``
     (a type of the package above this layer)."""
 
     async def place(self, request: Any) -> PlacedOrder: ...

@@ -24,8 +24,8 @@ from commerce_api.http.routing import (
     places_orders,
 )
 from commerce_api.http.schemas import SingleLine
-from commerce_api.orders import service
-from commerce_api.orders.placement import OrderRequest
+from commerce_api.orders import new_orders, service
+from commerce_api.orders.batch_plan import OrderRequest
 from commerce_api.orders.schemas import (
     Order,
     OrderCanceledEvent,
@@ -58,7 +58,7 @@ async def create_order(
 
     Send an `Idempotency-Key` to retry safely: the same key and request replay the first
     response (with `Idempotent-Replayed: true`)."""
-    service.check_units(body, services.settings)
+    new_orders.check_units(body, services.settings)
     keyed = context(request.scope).keyed  # its claim is in the batch
     traceparent = tracing.current_traceparent() if tracing.ENABLED else None
     outcome = await services.orders.place(OrderRequest(principal, body, keyed, traceparent))
