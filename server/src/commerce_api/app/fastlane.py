@@ -45,6 +45,7 @@ from commerce_api.app.services import Services
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError
 from commerce_api.http.context import context
 from commerce_api.http.errors import render_exception
+from commerce_api.http.idempotency import keyed_request, run_self_managed
 from commerce_api.http.middleware import unexpected_failure
 from commerce_api.http.pipeline import Pipeline, own_headers
 from commerce_api.http.request_head import (
@@ -55,7 +56,7 @@ from commerce_api.http.request_head import (
     json_body_size,
     request_headers,
 )
-from commerce_api.http.routing import keyed_request, run_self_managed, served_first_as
+from commerce_api.http.routing import served_first_as
 from commerce_api.idempotency import service as idempotency
 
 logger = logging.getLogger("commerce_api.readpath")

@@ -17,13 +17,13 @@
   a route admits is the caller it declares (``CatalogPrincipal`` admits publishable keys).
 - ``cors``: CORS on every ``/v1`` route, for ``COMMERCE_CORS_ORIGINS``, answered before the
   fast lane.
-- ``routing``: the route class and the declarations the fast lane derives its work from
+- ``routing``: the route class and the marks the fast lane derives its work from
   (``served_first``, ``places_orders``), JSON responses, the documented error responses.
 - ``paging``: the query parameters every list endpoint pages with (``limit``, ``offset``,
   ``starting_after``, ``created_gte``, ``created_lt``).
-- ``idempotency``: ``Idempotency-Key``'s HTTP side (the header, a response stored as the key's
-  outcome and replayed; the rest is ``commerce_api.idempotency``); ``schemas``: request and
-  response pieces every resource shares.
+- ``idempotency``: ``Idempotency-Key``'s HTTP side (the header, a POST run under its key, a
+  response stored as the key's outcome and replayed; the rest is ``commerce_api.idempotency``);
+  ``schemas``: request and response pieces every resource shares.
 - ``openapi``: the published OpenAPI document and ``/docs``.
 
 May import: ``core``, ``settings``, ``storage``, ``observability``, ``ratelimit``,
