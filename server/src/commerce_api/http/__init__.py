@@ -5,10 +5,9 @@
   ``PipelineMiddleware`` runs it around the routes; ``RequestObserver`` hands answered
   requests to the metrics and the request log, in batches.
 - ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
-  envelope; ``server_guard``: the one ``serve`` puts around the whole app (the head's size
-  and lines, ``Host``, per-client requests in flight, the body's deadline).
-- ``request_head``: the head read by name (the body's framing, the key) for the fast lane,
-  and the request's caller (``authenticate``), checked once and memoised in its context.
+  envelope (the guard ``serve`` puts around the whole app is ``app.server_guard``).
+- ``request_head``: the head read once by name (the body's framing, the key) for the fast
+  lane, and the request's caller (``authenticate``), checked once and memoised in its context.
 - ``errors``: the error contract (``core.errors``) as responses, and FastAPI's and Starlette's
   own exceptions translated into it.
 - ``context``: ``RequestContext``, the one typed object a request carries through the layers,

@@ -47,6 +47,7 @@ from commerce_api.observability.metrics import (
     RequestMetrics,
     flush_before_scrape,
 )
+from commerce_api.ratelimit.limiter import Decision
 from commerce_api.settings import Settings, Tier
 
 if TYPE_CHECKING:
@@ -67,6 +68,19 @@ def common_headers(settings: Settings) -> list[tuple[bytes, bytes]]:
     if settings.environment == "production":
         max_age = f"max-age={settings.hsts_max_age_seconds}".encode()
         headers.append((b"strict-transport-security", max_age))
+    return headers
+
+
+def rate_limit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
+    """The rate limiter's decision as headers: ``X-RateLimit-Limit``, ``-Remaining`` and
+    ``-Reset`` on every counted answer, and ``Retry-After`` on a refusal."""
+    headers = [
+        (b"x-ratelimit-limit", str(decision.limit).encode()),
+        (b"x-ratelimit-remaining", str(decision.remaining).encode()),
+        (b"x-ratelimit-reset", str(decision.reset).encode()),
+    ]
+    if decision.retry_after is not None:
+        headers.append((b"retry-after", str(decision.retry_after).encode()))
     return headers
 
 
@@ -184,7 +198,7 @@ class Pipeline:
                 )
             else:
                 ctx.decision = await self.limiter.check(*quota(principal, scope))
-        return ctx.decision.allowed
+        return ctx.decision.retry_after is None  # ``Decision.allowed``, read as a field
 
     def exempt(self, path: str) -> bool:
         """Whether a request for ``path`` is left out of the rate limit."""
@@ -200,14 +214,29 @@ class Pipeline:
     def headers(self, ctx: RequestContext) -> list[tuple[bytes, bytes]]:
         """The headers of every answer, after its own: the rate limit's, the request id, and
         the :func:`common_headers`."""
-        headers = [] if ctx.decision is None else ctx.decision.headers()
+        headers = [] if ctx.decision is None else rate_limit_headers(ctx.decision)
         headers.append((b"x-request-id", ctx.request_id.encode()))
         headers += self.common_headers
         return headers
 
+    async def respond(
+        self,
+        scope: Scope,
+        ctx: RequestContext,
+        send: Send,
+        route: str,
+        started: float,
+        response: Response,
+    ) -> None:
+        """:meth:`answer` with an endpoint's response."""
+        body = bytes(response.body)
+        headers = own_headers(response)
+        await self.answer(scope, ctx, send, route, started, response.status_code, body, headers)
+
     async def answer(
         self,
         scope: Scope,
+        ctx: RequestContext,
         send: Send,
         route: str,
         started: float,
@@ -217,7 +246,6 @@ class Pipeline:
     ) -> None:
         """Send a whole JSON answer, finished like every other: counted against the quota
         (over it, the 429 instead), with the common headers, observed."""
-        ctx = context(scope)
         if not await self.admit(scope, ctx):
             status, body, headers = 429, self.rejection(ctx), None
         given = [
@@ -228,11 +256,12 @@ class Pipeline:
         ]
         await send({"type": "http.response.start", "status": status, "headers": given})
         await send({"type": "http.response.body", "body": body})
-        self.observe(scope, route, status, started)
+        self.observe(scope, ctx, route, status, started)
 
-    def observe(self, scope: Scope, route: str | None, status: int, started: float) -> None:
+    def observe(
+        self, scope: Scope, ctx: RequestContext, route: str | None, status: int, started: float
+    ) -> None:
         """Count the answer in the metrics and log its line (and label its span)."""
-        ctx = context(scope)
         template = route or self.route_template(scope)
         self.observer.observe(scope, ctx, template, status, time.perf_counter() - started)
         if tracing.ENABLED:
@@ -278,7 +307,7 @@ class PipelineMiddleware:
         started = time.perf_counter()
         ctx = context(scope)
         if not pipeline.exempt(scope["path"]) and not await pipeline.admit(scope, ctx):
-            await pipeline.answer(scope, send, "", started, 429, b"")
+            await pipeline.answer(scope, ctx, send, "", started, 429, b"")
             return
         status = 500  # if the app fails before answering, the server answers 500
 
@@ -292,4 +321,4 @@ class PipelineMiddleware:
         try:
             await self.app(scope, receive, finishing_send)
         finally:
-            pipeline.observe(scope, None, status, started)
+            pipeline.observe(scope, ctx, None, status, started)
