@@ -32,7 +32,8 @@ from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.errors import install_error_handlers
 from commerce_api.http.middleware import ErrorGuardMiddleware
 from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
-from commerce_api.http.pipeline import Pipeline, PipelineMiddleware, RequestObserver
+from commerce_api.http.pipeline import Pipeline, RequestObserver
+from commerce_api.http.pipeline_middleware import PipelineMiddleware
 from commerce_api.http.routing import (
     MethodIndex,
     StrictRoute,

@@ -36,7 +36,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.routing import BaseRoute
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from commerce_api.accounts.service import Principal, secret_key_principal
 from commerce_api.app.fastlane_routes import ServedRoute, Unserved
@@ -47,6 +47,7 @@ from commerce_api.http.errors import render_exception
 from commerce_api.http.idempotency import keyed_request, run_self_managed
 from commerce_api.http.middleware import unexpected_failure
 from commerce_api.http.pipeline import Pipeline
+from commerce_api.http.request_body import read_body, replaying
 from commerce_api.http.request_head import PlainHead, header_text, json_body_size, plain_head
 from commerce_api.http.routing import served_first_as
 from commerce_api.idempotency import service as idempotency
@@ -229,10 +230,10 @@ class FastLane:
             key_text is not None and not idempotency.KEY_PATTERN.fullmatch(key_text)
         ):
             return receive
-        body, messages = await _read_body(receive, size)
+        body, messages = await read_body(receive, size)
         if body is None:
-            return _replaying(messages, receive)
-        replayed = _replaying(messages, receive)
+            return replaying(messages, receive)
+        replayed = replaying(messages, receive)
         try:
             assert route.body is not None
             data = route.body.model_validate(orjson.loads(body))
@@ -264,39 +265,3 @@ class FastLane:
             return None
         await self.pipeline.respond(scope, ctx, send, route.template, started, response)
         return None
-
-
-async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Message]]:
-    """The body, if it is exactly the declared ``size``; the messages read, to hand back.
-
-    Reading stops once ``size`` bytes have come: the server frames the body by its
-    Content-Length, so it is whole then, and what follows the body is not waited for (the full
-    stack, if it takes the request, reads it from ``receive`` after the replayed ones)."""
-    messages: list[Message] = []
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return None, messages  # the client went away
-        chunk: bytes = message.get("body", b"")
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > size:
-            return None, messages
-        if total == size or not message.get("more_body", False):
-            break
-    return (b"".join(chunks) if total == size else None), messages
-
-
-def _replaying(messages: list[Message], receive: Receive) -> Receive:
-    """``receive`` that first hands back the messages the fast lane already read."""
-    pending = list(messages)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay

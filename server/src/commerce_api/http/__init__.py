@@ -2,10 +2,12 @@
 
 - ``pipeline``: ``Pipeline`` finishes every answer (authentication, the rate limit and its
   headers, the request id, metrics and the log), for the fast lane and the routes alike;
-  ``PipelineMiddleware`` runs it around the routes; ``RequestObserver`` hands answered
-  requests to the metrics and the request log, in batches.
+  ``RequestObserver`` hands answered requests to the metrics and the request log, in
+  batches; ``pipeline_middleware``: ``PipelineMiddleware`` runs it around the routes.
 - ``middleware``: the guard behind the pipeline that turns anything unexpected into the 500
   envelope (the guard ``serve`` puts around the whole app is ``app.server_guard``).
+- ``request_body``: a body read ahead of the routes (the fast lane's orders), handed back
+  whole to the routes when they take the request after all.
 - ``request_head``: the head read once by name (the body's framing, the key) for the fast
   lane, and the request's caller (``authenticate``), checked once and memoised in its context.
 - ``errors``: the error contract (``core.errors``) as responses, and FastAPI's and Starlette's

@@ -1,8 +1,8 @@
 """One request pipeline: what every request goes through, whichever path answers it.
 
 A request is answered by the fast lane (``app/fastlane.py``, before any framework code) or by the
-routes, behind :class:`PipelineMiddleware`. Both finish it here, with one implementation of
-each concern:
+routes, behind ``pipeline_middleware.PipelineMiddleware``. Both finish it here, with one
+implementation of each concern:
 
 - the request's :class:`~commerce_api.http.context.RequestContext` (its id, its caller, ...);
 - authentication (``http.request_head.authenticate``, memoised in the context; the routes'
@@ -28,12 +28,12 @@ from logging import INFO
 from typing import TYPE_CHECKING
 
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope, Send
 
 from commerce_api.accounts.service import Principal
 from commerce_api.core import tracing
 from commerce_api.core.errors import error_body
-from commerce_api.http.context import RequestContext, client_address, context
+from commerce_api.http.context import RequestContext, client_address
 from commerce_api.http.request_head import authenticate, authorization_header
 from commerce_api.http.services import RequestServices
 from commerce_api.observability import AnsweredRequest
@@ -290,35 +290,3 @@ def route_template(scope: Scope, routes: MethodIndex) -> str:
     if path is not None:
         return path
     return routes.template(scope["path"]) or UNMATCHED_ROUTE
-
-
-class PipelineMiddleware:
-    """The pipeline around the routes (outside the error guard, so that a 500 is finished
-    like any answer). Written as plain ASGI: no task or stream per request."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        pipeline: Pipeline | None = getattr(scope["app"].state, "pipeline", None)
-        if scope["type"] != "http" or pipeline is None:
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        ctx = context(scope)
-        if not pipeline.exempt(scope["path"]) and not await pipeline.admit(scope, ctx):
-            await pipeline.answer(scope, ctx, send, "", started, 429, b"")
-            return
-        status = 500  # if the app fails before answering, the server answers 500
-
-        async def finishing_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), *pipeline.headers(ctx)]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, finishing_send)
-        finally:
-            pipeline.observe(scope, ctx, None, status, started)
