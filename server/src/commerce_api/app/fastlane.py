@@ -49,7 +49,7 @@ from commerce_api.http.middleware import unexpected_failure
 from commerce_api.http.pipeline import Pipeline
 from commerce_api.http.request_body import read_body, replaying
 from commerce_api.http.request_head import PlainHead, header_text, json_body_size, plain_head
-from commerce_api.http.routing import served_first_as
+from commerce_api.http.routing import KEY_IN_OWN_WRITE, served_first_as
 from commerce_api.idempotency import service as idempotency
 
 logger = logging.getLogger("commerce_api.readpath")
@@ -225,9 +225,15 @@ class FastLane:
         size = None if head is None else json_body_size(head.headers)
         if head is None or size is None:
             return receive
-        key_text = header_text(head.headers, _KEY_HEADER)
+        # A key, if the route reads one (as the routes run it: ``routing.key_handling``); the
+        # fast lane runs only a route that claims its key in its own write under one.
+        key_text = None if route.key_handling is None else header_text(head.headers, _KEY_HEADER)
         if not 0 < size <= MAX_BODY_BYTES or (
-            key_text is not None and not idempotency.KEY_PATTERN.fullmatch(key_text)
+            key_text is not None
+            and (
+                route.key_handling != KEY_IN_OWN_WRITE
+                or not idempotency.KEY_PATTERN.fullmatch(key_text)
+            )
         ):
             return receive
         body, messages = await read_body(receive, size)
@@ -256,7 +262,9 @@ class FastLane:
             else:
                 principal = ctx.principal  # authenticated for the endpoint (_arguments)
                 assert principal is not None, route.template
-                keyed = keyed_request(principal, key_text, "POST", route.template, "", body)
+                # The request as the routes fingerprint it: no query string (the route
+                # declares none), the path its template (it has no parameters).
+                keyed = keyed_request(principal, key_text, route.method, route.template, "", body)
                 response = await run_self_managed(
                     self.services, request, keyed, lambda: route.endpoint(**arguments)
                 )

@@ -78,6 +78,23 @@ def served_first_as(endpoint: Callable[..., Any]) -> str | None:
     return how
 
 
+# How a route runs under an ``Idempotency-Key`` (``key_handling``).
+KEY_STORED = "stored"  # the answer stored as the key's outcome (``idempotency.run_keyed``)
+KEY_IN_OWN_WRITE = "own_write"  # claimed and recorded by the endpoint (``manages_idempotency``)
+
+
+def key_handling(route: APIRoute) -> str | None:
+    """How a route runs under an ``Idempotency-Key``: a POST that needs a secret key runs under
+    one (:data:`KEY_STORED`, or :data:`KEY_IN_OWN_WRITE` when marked ``manages_idempotency``);
+    None for any other route, which reads no key. The routes and the fast lane both ask."""
+    declared = route_declaration(route)
+    if "POST" not in (route.methods or ()) or not depends_on(
+        declared, route.path, current_principal
+    ):
+        return None
+    return KEY_IN_OWN_WRITE if getattr(route.endpoint, _MANAGES_IDEMPOTENCY, False) else KEY_STORED
+
+
 def admits_publishable_keys(route: APIRoute) -> bool:
     """Whether a route answers publishable keys: it declares ``CatalogPrincipal`` and no
     stricter caller (``http/dependencies.py``)."""
@@ -102,8 +119,7 @@ class StrictRoute(APIRoute):
         needs_key = depends_on(declared, self.path, current_principal)
         needs_admin = depends_on(declared, self.path, admin_principal)
         reads_catalog = depends_on(declared, self.path, catalog_principal)
-        idempotent = "POST" in (self.methods or ()) and needs_key
-        self_managed = getattr(self.endpoint, _MANAGES_IDEMPOTENCY, False)
+        keys = key_handling(self)
 
         async def strict_handler(request: Request) -> Response:
             # Authenticate before anything else is checked, so that a request without a valid
@@ -124,8 +140,8 @@ class StrictRoute(APIRoute):
                     status=415,
                     reason="unsupported_media_type",
                 )
-            if idempotent and (key := idempotency.read_key(request)) is not None:
-                if self_managed:
+            if keys is not None and (key := idempotency.read_key(request)) is not None:
+                if keys == KEY_IN_OWN_WRITE:
                     return await idempotency.run_self_managed_route(handler, request, key)
                 return await idempotency.run_keyed(handler, request, key)
             return await handler(request)
