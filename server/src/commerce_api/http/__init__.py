@@ -28,8 +28,8 @@
 - ``openapi``: the published OpenAPI document and ``/docs``.
 
 May import: ``core``, ``settings``, ``storage``, ``observability``, ``ratelimit``,
-``accounts`` (every request authenticates) and ``idempotency``. The services of the domain
-packages above it (``readpath``, ``orders``) are named in annotations only
-(``TYPE_CHECKING``), never imported at run time: the route modules of those packages import
-this one.
+``accounts`` (every request authenticates) and ``idempotency``. It knows no domain: the
+services it hands the routes are the protocols of ``services`` (a key's caller, the database,
+the rate limiter, the secret box), and a route module that uses a domain's service (the
+catalogue's cached reads, the order desk) types them with a protocol of its own.
 """

@@ -5,16 +5,16 @@ nothing of them is served."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response
 
 from commerce_api.core import tracing
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, newest_first_paging
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
-from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep, request_services
 from commerce_api.http.paging import CreatedGte, CreatedLt, Limit, Offset, StartingAfter
 from commerce_api.http.routing import (
     StrictRoute,
@@ -24,8 +24,10 @@ from commerce_api.http.routing import (
     places_orders,
 )
 from commerce_api.http.schemas import SingleLine
+from commerce_api.http.services import RequestServices
 from commerce_api.orders import new_orders, service
 from commerce_api.orders.batch_plan import OrderRequest
+from commerce_api.orders.desk import OrderDesk
 from commerce_api.orders.schemas import (
     Order,
     OrderCanceledEvent,
@@ -37,6 +39,16 @@ from commerce_api.orders.schemas import (
     OrderStatusName,
 )
 from commerce_api.webhooks.schemas import DeliveryHeaders
+
+
+class OrderServices(RequestServices, Protocol):
+    """The services placing an order uses: the kit's, with the process's order desk."""
+
+    @property
+    def orders(self) -> OrderDesk: ...
+
+
+OrderServicesDep = Annotated[OrderServices, Depends(request_services)]
 
 router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
 
@@ -51,7 +63,7 @@ router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute
 @manages_idempotency
 @places_orders
 async def create_order(
-    body: OrderCreate, request: Request, services: ServicesDep, principal: CurrentPrincipal
+    body: OrderCreate, request: Request, services: OrderServicesDep, principal: CurrentPrincipal
 ) -> Response:
     """Place an order for a customer. Stock is reserved atomically with the order: not enough
     stock is a 409 and nothing is written. Prices are copied from the catalogue.
