@@ -23,8 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope
 
 from commerce_api.app.factory import create_app
 from commerce_api.core.timestamps import utcnow
-from commerce_api.orders import batch_repository
-from commerce_api.orders import repository as orders_repository
+from commerce_api.orders import batch_repository, placement_repository
 from commerce_api.settings import Settings
 from commerce_api.storage.migrations import alembic_config
 
@@ -170,7 +169,7 @@ def crash_after_writing_orders(
         return crash
 
     for module, name in (
-        (orders_repository, "insert_orders"),
+        (placement_repository, "insert_orders"),
         (batch_repository, "write_placed"),
         (batch_repository, "place_and_finish"),  # the usual batch: orders and stock at once
     ):

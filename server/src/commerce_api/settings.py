@@ -134,14 +134,14 @@ class Settings(BaseModel):
     # head, whether new, idle after a response (keep-alive) or trickling one, is closed when it
     # has not arrived within the smaller of `header_timeout` and `keep_alive` (granian has one
     # timer for both; at most 60 s); `keep_alive` 0 turns keep-alive off. A body must arrive
-    # within `body_timeout` of its head (http/server_guard.py). Each worker holds at most
+    # within `body_timeout` of its head (app/server_guard.py). Each worker holds at most
     # `max_connections` connections; more wait in the kernel's queue until one closes.
     http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     http_keep_alive_seconds: int = Field(default=5, ge=0)
     http_max_connections: int = Field(default=10_000, ge=1)
     # Requests one client address may have in flight in a worker; past it that client alone is
-    # answered 503 (http/server_guard.py). With trusted proxies, the address they forward.
+    # answered 503 (app/server_guard.py). With trusted proxies, the address they forward.
     http_max_requests_per_client: int = Field(default=64, ge=1)
     # Each `serve` worker's threads run under Linux's SCHED_BATCH policy (app/serving.py): the
     # server's I/O thread and the app's thread no longer preempt each other at every hand-over.

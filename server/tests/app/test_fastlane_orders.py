@@ -35,6 +35,7 @@ from commerce_api.accounts.keys import generate_key
 from commerce_api.app.factory import create_app
 from commerce_api.app.fastlane import FastLane
 from commerce_api.core.errors import MAX_BODY_BYTES
+from commerce_api.http.context import RequestContext
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import RateLimitStore
 from commerce_api.settings import Settings
@@ -89,12 +90,18 @@ def lane(monkeypatch: pytest.MonkeyPatch) -> LaneSpy:
     record = LaneSpy()
 
     async def spy(
-        self: FastLane, route: Any, scope: Scope, receive: Receive, send: Send, started: float
+        self: FastLane,
+        route: Any,
+        scope: Scope,
+        ctx: RequestContext,
+        receive: Receive,
+        send: Send,
+        started: float,
     ) -> Receive | None:
         if record.off:
             record.answered.append(False)
             return receive
-        result = await ORIGINAL_PLACE_ORDER(self, route, scope, receive, send, started)
+        result = await ORIGINAL_PLACE_ORDER(self, route, scope, ctx, receive, send, started)
         record.answered.append(result is None)
         return result
 

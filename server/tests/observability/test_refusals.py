@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 from starlette.types import Receive, Scope, Send
 
-from commerce_api.http.server_guard import ServerGuardMiddleware
+from commerce_api.app.server_guard import ServerGuardMiddleware
 from commerce_api.observability.refusals import RefusalLog
 from tests.helpers import guard_scope, never_receive, sent_by
 from tests.server_process import running_server

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from commerce_api.core.errors import APIError
 from commerce_api.idempotency.service import KeyedRequest
 from commerce_api.orders import desk, placement
-from commerce_api.orders.placement import OrderRequest, PlacementResult
+from commerce_api.orders.batch_plan import OrderRequest, PlacementResult
 from commerce_api.storage.crypto import SecretBox
 from tests import factories
 

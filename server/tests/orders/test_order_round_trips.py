@@ -19,7 +19,8 @@ from commerce_api.accounts.service import Principal
 from commerce_api.core.ids import new_id
 from commerce_api.core.timestamps import utcnow
 from commerce_api.idempotency.service import KeyedRequest
-from commerce_api.orders.placement import OrderRequest, PlacementResult, place_batch
+from commerce_api.orders.batch_plan import OrderRequest, PlacementResult
+from commerce_api.orders.placement import place_batch
 from commerce_api.storage.bulk import insert_rows
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database

@@ -20,7 +20,7 @@ from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import hash_key
 from commerce_api.app.factory import create_app
 from commerce_api.core.ids import new_id
-from commerce_api.orders import repository as orders_repository
+from commerce_api.orders import placement_repository
 from commerce_api.orders import service as orders_service
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
@@ -626,7 +626,7 @@ async def insert_orders(
         for index in range(count):
             created = start + timedelta(seconds=index // same_time_every)
             order_id = new_id("ord")
-            await orders_repository.insert_orders(
+            await placement_repository.insert_orders(
                 conn,
                 [
                     {

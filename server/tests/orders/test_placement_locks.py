@@ -23,8 +23,9 @@ from sqlalchemy.exc import DBAPIError
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError
 from commerce_api.idempotency.service import KeyedRequest
-from commerce_api.orders import batch_repository, repository
-from commerce_api.orders.placement import OrderRequest, PlacementResult, Result, place_batch
+from commerce_api.orders import batch_repository, placement_repository
+from commerce_api.orders.batch_plan import OrderRequest, PlacementResult, Result
+from commerce_api.orders.placement import place_batch
 from commerce_api.storage import freshness
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
@@ -86,7 +87,7 @@ async def place_one(db: Database, principal: Principal, product_id: str, units: 
 def stale_read(monkeypatch: pytest.MonkeyPatch, **changes: int) -> None:
     """The batch's unlocked read of the products sees ``changes`` added to their columns (as if
     another request changed them since); its locked reads see the truth."""
-    real_stock_of = repository.stock_of
+    real_stock_of = placement_repository.stock_of
 
     async def stale(conn: Executor, product_ids: set[str], *, lock: bool) -> list[Any]:
         rows = await real_stock_of(conn, product_ids, lock=lock)
@@ -102,7 +103,7 @@ def stale_read(monkeypatch: pytest.MonkeyPatch, **changes: int) -> None:
             for row in rows
         ]
 
-    monkeypatch.setattr(repository, "stock_of", stale)
+    monkeypatch.setattr(placement_repository, "stock_of", stale)
 
 
 @pytest.mark.parametrize(

@@ -77,3 +77,37 @@ def test_every_package_has_its_tests_in_a_folder_of_the_same_name(
     }
     missing = sorted(p for p in packages if not any((tests / p).glob("test_*.py")))
     assert missing == []
+
+
+# The request edge: the kit (``http``), FastAPI and Starlette.
+EDGE = ("commerce_api.http", "fastapi", "starlette")
+# What a domain's ``schemas.py`` may take from the kit: the models every resource shares.
+SHARED_MODELS = "commerce_api.http.schemas"
+
+
+def _is_edge(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in EDGE)
+
+
+def _may_import_the_edge(module: str) -> bool:
+    """The route modules (each domain's ``routes.py``, anything under ``console``), ``app``,
+    and the kit itself."""
+    part = _part(module)
+    return part in {"http", "app", "console"} or module.rsplit(".", 1)[-1] == "routes"
+
+
+def test_only_route_modules_and_app_import_http_fastapi_or_starlette() -> None:
+    """A domain is free of HTTP: its services return values and raise domain errors, and its
+    ``routes.py`` renders them. A ``schemas.py`` may build on the kit's shared models."""
+    graph = grimp.build_graph(
+        "commerce_api", "fastapi", "starlette", exclude_type_checking_imports=False, cache_dir=None
+    )
+    reaching = []
+    for module in sorted(m for m in graph.modules if m.startswith("commerce_api")):
+        if _may_import_the_edge(module):
+            continue
+        schemas = module.rsplit(".", 1)[-1] == "schemas"
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if _is_edge(imported) and not (schemas and imported == SHARED_MODELS):
+                reaching.append(f"{module} -> {imported}")
+    assert reaching == []

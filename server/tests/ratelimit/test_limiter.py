@@ -66,11 +66,6 @@ async def test_an_admitted_request_gets_limit_remaining_and_the_aligned_reset() 
     decision = await limiter.check("acct_a", "development")
     assert decision == Decision(limit=3, remaining=2, reset=WINDOW_START + HOUR, retry_after=None)
     assert decision.allowed
-    assert decision.headers() == [
-        (b"x-ratelimit-limit", b"3"),
-        (b"x-ratelimit-remaining", b"2"),
-        (b"x-ratelimit-reset", str(WINDOW_START + HOUR).encode()),
-    ]
 
 
 async def test_remaining_counts_down_to_zero_then_requests_are_refused() -> None:
@@ -94,7 +89,6 @@ async def test_a_refusal_says_when_to_retry_in_whole_seconds(offset: float) -> N
     assert refused.retry_after == math.ceil(WINDOW_START + HOUR - clock.now)
     assert refused.retry_after is not None
     assert refused.retry_after >= 1
-    assert (b"retry-after", str(refused.retry_after).encode()) in refused.headers()
 
 
 async def test_the_next_window_admits_again_with_a_full_quota() -> None:

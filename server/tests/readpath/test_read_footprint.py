@@ -1,11 +1,17 @@
-"""How much of the project a warm product read runs: at most 12 source files.
+"""How much of the project a warm product read runs: at most 12 source files, at most 15 calls
+from one module into another, none of them back up a floor.
 
 A read that crosses many modules is slow to follow and slow to run: each hop is a call, a
 lookup, and a place a reader must open to see what happens. The count is taken with
 ``sys.setprofile`` around one request, made straight to the app as ``serve`` runs it
 (``app.serving.guarded``: the server guard around it, as granian's ASGI interface calls it) after a
-warm-up, with no HTTP client in between, and every project file that ran a function is named
-when the count is over.
+warm-up, with no HTTP client in between, and every project file (or call) is named when a count
+is over.
+
+A call counted is a stop on the read's walk: a project function called from another module (or,
+the first, by the server); calls inside one module are that module's own business. The floors
+are the layers of ``tests/project/test_layers.py``, the route modules (``routes.py``,
+``console``) on ``app``'s, the top: a walk that climbs back up a floor zig-zags between layers.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from starlette.types import ASGIApp, Message
 import commerce_api
 from commerce_api.app.serving import guarded
 from commerce_api.settings import Settings
+from tests.project.test_layers import RANK
 
 MAX_FILES = 12
+MAX_CALLS = 15
 PACKAGE = Path(commerce_api.__file__).resolve().parent
 
 
@@ -56,26 +64,46 @@ async def _get(app: ASGIApp, path: str, key: str) -> tuple[int, bytes]:
     return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
-async def test_a_warm_product_read_runs_at_most_twelve_project_files(
-    app: FastAPI,
-    settings: Settings,
-    client: httpx.AsyncClient,
-    client_key: str,
-    product_in_stock: str,
-) -> None:
+# (caller's module, or None for the server; called module; function) of each project call.
+Call = tuple[str | None, str, str]
+
+
+def _module(filename: str) -> str | None:
+    """A project file's path in the package (``app/fastlane.py``); None outside it."""
+    if not filename.startswith(str(PACKAGE)):
+        return None
+    return str(Path(filename).relative_to(PACKAGE))
+
+
+def _floor(module: str) -> int:
+    """The layer a module's package is in; a route module is on ``app``'s floor."""
+    if module.endswith("/routes.py") or module.startswith("console/"):
+        return RANK["app"]
+    return RANK[module.split("/")[0].removesuffix(".py")]
+
+
+async def _warm_read(
+    app: FastAPI, settings: Settings, client_key: str, product_id: str
+) -> list[Call]:
+    """The project calls of one warm ``GET /v1/products/{id}``, in order."""
     served = guarded(app, settings)
-    path = f"/v1/products/{product_in_stock}"
+    path = f"/v1/products/{product_id}"
     for _ in range(3):  # warm: the key, the catalogue snapshot, the memoised matches
         status, _body = await _get(served, path, client_key)
         assert status == 200
 
-    ran: set[str] = set()
+    calls: list[Call] = []
 
     def profile(frame: FrameType, event: str, _arg: Any) -> None:
-        if event == "call":
-            filename = frame.f_code.co_filename
-            if filename.startswith(str(PACKAGE)):
-                ran.add(str(Path(filename).relative_to(PACKAGE)))
+        if event == "call" and (called := _module(frame.f_code.co_filename)) is not None:
+            caller = frame.f_back
+            calls.append(
+                (
+                    None if caller is None else _module(caller.f_code.co_filename),
+                    called,
+                    frame.f_code.co_qualname,
+                )
+            )
 
     sys.setprofile(profile)
     try:
@@ -84,5 +112,40 @@ async def test_a_warm_product_read_runs_at_most_twelve_project_files(
         sys.setprofile(None)
 
     assert status == 200, body
-    assert ran, "the profile saw no project code: the count would prove nothing"
+    assert calls, "the profile saw no project code: the count would prove nothing"
+    return calls
+
+
+async def test_a_warm_product_read_runs_at_most_twelve_project_files(
+    app: FastAPI,
+    settings: Settings,
+    client: httpx.AsyncClient,
+    client_key: str,
+    product_in_stock: str,
+) -> None:
+    ran = {
+        called
+        for _caller, called, _function in await _warm_read(
+            app, settings, client_key, product_in_stock
+        )
+    }
     assert len(ran) <= MAX_FILES, f"{len(ran)} project files ran: " + ", ".join(sorted(ran))
+
+
+async def test_a_warm_product_read_makes_at_most_fifteen_calls_none_back_up_a_floor(
+    app: FastAPI,
+    settings: Settings,
+    client: httpx.AsyncClient,
+    client_key: str,
+    product_in_stock: str,
+) -> None:
+    calls = await _warm_read(app, settings, client_key, product_in_stock)
+    stops = [(caller, called, function) for caller, called, function in calls if caller != called]
+    walk = "\n".join(f"{caller} -> {called}: {function}" for caller, called, function in stops)
+    assert len(stops) <= MAX_CALLS, f"{len(stops)} calls between modules:\n{walk}"
+    climbs = [
+        f"{caller} -> {called}: {function}"
+        for caller, called, function in stops
+        if caller is not None and _floor(called) > _floor(caller)
+    ]
+    assert climbs == [], walk

@@ -43,6 +43,8 @@ from commerce_api.catalog import importing, repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, page
+from commerce_api.http.context import RequestContext
+from commerce_api.http.pipeline import Pipeline
 from commerce_api.readpath.catalog_cache import CatalogCache
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
@@ -64,7 +66,7 @@ RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit
 # The database path's own functions, kept before the spy replaces the module attribute.
 DB_LIST_PRODUCTS = catalog_service.list_products
 ORIGINAL_CALL = FastLane.__call__
-ORIGINAL_ANSWER = FastLane._answer
+ORIGINAL_RESPOND = Pipeline.respond  # the fast lane's answers (the routes' go another way)
 ORIGINAL_PAGE = CatalogCache.page
 DB_LIST_CATEGORIES = catalog_service.list_categories
 ORIGINAL_CATEGORIES = CatalogCache.categories
@@ -105,11 +107,17 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
             record.fast.append(None)
         return passed_on
 
-    def spy_answer(
-        self: FastLane, route: Any, scope: Scope, send: Send, started: float, response: Response
+    def spy_respond(
+        self: Pipeline,
+        scope: Scope,
+        ctx: RequestContext,
+        send: Send,
+        route: str,
+        started: float,
+        response: Response,
     ) -> Any:
         record.fast.append(bytes(response.body))
-        return ORIGINAL_ANSWER(self, route, scope, send, started, response)
+        return ORIGINAL_RESPOND(self, scope, ctx, send, route, started, response)
 
     async def spy_page(
         self: CatalogCache,
@@ -135,7 +143,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
         return await DB_LIST_CATEGORIES(conn)
 
     monkeypatch.setattr(FastLane, "__call__", spy_call)
-    monkeypatch.setattr(FastLane, "_answer", spy_answer)
+    monkeypatch.setattr(Pipeline, "respond", spy_respond)
     monkeypatch.setattr(CatalogCache, "page", spy_page)
     monkeypatch.setattr(catalog_service, "list_products", spy_db_list)
     monkeypatch.setattr(CatalogCache, "categories", spy_categories)

@@ -32,7 +32,8 @@ from commerce_api.http.dependencies import ServicesDep
 from commerce_api.http.errors import install_error_handlers
 from commerce_api.http.middleware import ErrorGuardMiddleware
 from commerce_api.http.openapi import OPENAPI_URL, docs_router, install_openapi
-from commerce_api.http.pipeline import Pipeline, PipelineMiddleware, RequestObserver
+from commerce_api.http.pipeline import Pipeline, RequestObserver
+from commerce_api.http.pipeline_middleware import PipelineMiddleware
 from commerce_api.http.routing import (
     MethodIndex,
     StrictRoute,
@@ -45,8 +46,8 @@ from commerce_api.observability.access import AccessLog
 from commerce_api.observability.logging import resolved_format
 from commerce_api.orders import service as orders_service
 from commerce_api.orders.domain import expiry_sweep_seconds
+from commerce_api.orders.routes import order_webhooks
 from commerce_api.orders.routes import router as orders_router
-from commerce_api.orders.webhooks import order_webhooks
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.faults import log_failure

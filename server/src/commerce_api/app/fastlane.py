@@ -28,39 +28,33 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import BaseRoute
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from commerce_api.accounts.service import secret_key_principal
+from commerce_api.accounts.service import Principal, secret_key_principal
 from commerce_api.app.fastlane_routes import ServedRoute, Unserved
 from commerce_api.app.services import Services
 from commerce_api.core.errors import MAX_BODY_BYTES, APIError
-from commerce_api.http.context import context
+from commerce_api.http.context import RequestContext, context
 from commerce_api.http.errors import render_exception
+from commerce_api.http.idempotency import keyed_request, run_self_managed
 from commerce_api.http.middleware import unexpected_failure
-from commerce_api.http.pipeline import Pipeline, own_headers
-from commerce_api.http.request_head import (
-    authenticate,
-    authorization,
-    declares_body,
-    header_text,
-    json_body_size,
-    request_headers,
-)
-from commerce_api.http.routing import keyed_request, run_self_managed, served_first_as
+from commerce_api.http.pipeline import Pipeline
+from commerce_api.http.request_body import read_body, replaying
+from commerce_api.http.request_head import PlainHead, header_text, json_body_size, plain_head
+from commerce_api.http.routing import KEY_IN_OWN_WRITE, served_first_as
 from commerce_api.idempotency import service as idempotency
 
 logger = logging.getLogger("commerce_api.readpath")
 
-_KEY_HEADER = idempotency.HEADER.lower().encode()  # as ``request_headers`` names it
+_KEY_HEADER = idempotency.HEADER.lower().encode()  # as ``PlainHead.headers`` names it
 
 
 MAX_MATCHED_PATHS = 4096  # paths with parameters (a product's, say) whose match is kept
@@ -115,10 +109,11 @@ class FastLane:
         if path_values is None:
             return receive  # a path parameter the route's field refuses
         started = time.perf_counter()
+        ctx = context(scope)
         if route.places_orders:
-            return await self._place_order(route, scope, receive, send, started)
+            return await self._place_order(route, scope, ctx, receive, send, started)
         try:
-            arguments = await self._arguments(route, scope, receive, path_values, None)
+            arguments = await self._arguments(route, scope, ctx, receive, path_values, None)
         except Unserved:  # not its plain form: the routes answer it
             return receive
         except Exception:
@@ -128,35 +123,35 @@ class FastLane:
         try:
             response = await route.endpoint(**arguments)
         except Exception as exc:  # the endpoint ran: its error is answered here
-            await self._fail(route, scope, receive, send, started, exc)
+            await self._fail(route, scope, ctx, receive, send, started, exc)
             return None
-        await self._answer(route, scope, send, started, response)
+        await self.pipeline.respond(scope, ctx, send, route.template, started, response)
         return None
 
     async def _arguments(
         self,
         route: ServedRoute,
         scope: Scope,
+        ctx: RequestContext,
         receive: Receive,
         path_values: dict[str, Any],
         body: BaseModel | None,
-        headers: dict[bytes, bytes] | None = None,
+        head: PlainHead | None = None,
     ) -> dict[str, Any]:
         """The endpoint's arguments, as FastAPI would give them for the plain valid form of the
-        request; ``Unserved`` for any other form. ``headers``: the request's, when the caller
-        has already read them (``_place_order``)."""
+        request; ``Unserved`` for any other form. ``head``: the request's, when the caller has
+        already read it (``_place_order``)."""
         parsed = route.query(scope.get("query_string", b""))
         if parsed is None:
             raise Unserved
         shared, fresh = parsed
         arguments = dict(shared)  # the parsed query is memoised and shared: never fill it in
-        if headers is None:
-            headers = request_headers(scope)
-        if headers is None or (route.body is None and declares_body(headers)):
+        if head is None:
+            head = plain_head(scope)
+        if head is None or (route.body is None and head.declares_body):
             raise Unserved  # a body where none is declared, a repeated header: the routes decide
         if path_values:
             arguments.update(path_values)
-        ctx = context(scope)
         for name, what in route.provided.items():
             if what == "services":
                 arguments[name] = self.services
@@ -164,15 +159,12 @@ class FastLane:
                 arguments[name] = ctx
             else:  # the caller, by the request's key; Unserved without a valid one, or with
                 # a publishable key where the route needs a secret one (the routes refuse it)
-                given = authorization(headers)
-                if given is None:
-                    raise Unserved
-                try:
-                    principal = await authenticate(self.services.read_path, ctx, given)
-                    if what == "principal":
+                principal = await self._caller(ctx, head.token)
+                if what == "principal":
+                    try:
                         principal = secret_key_principal(principal)
-                except APIError:
-                    raise Unserved from None
+                    except APIError:
+                        raise Unserved from None
                 arguments[name] = principal
         if route.request_name is not None:
             arguments[route.request_name] = Request(scope, receive)
@@ -182,19 +174,26 @@ class FastLane:
             arguments[parameter.name] = parameter.default()
         return arguments
 
-    def _answer(
-        self, route: ServedRoute, scope: Scope, send: Send, started: float, response: Response
-    ) -> Awaitable[None]:
-        """The pipeline's answer with the endpoint's response (no coroutine of its own)."""
-        body = bytes(response.body)
-        return self.pipeline.answer(
-            scope, send, route.template, started, response.status_code, body, own_headers(response)
-        )
+    async def _caller(self, ctx: RequestContext, token: str | None) -> Principal:
+        """The request's caller, asked of the key cache (the read path: nothing has asked before
+        the fast lane) and kept in its context as ``request_head.authenticate`` keeps it, so
+        that the routes, if they take the request after all, do not ask again; ``Unserved``
+        without a valid key."""
+        if token is None:
+            raise Unserved  # no key, or not a bearer one: the routes say which
+        try:
+            principal = await self.services.read_path.authenticate(token, ctx)
+        except APIError as exc:
+            ctx.auth_error = exc
+            raise Unserved from None
+        ctx.principal = principal
+        return principal
 
     async def _fail(
         self,
         route: ServedRoute,
         scope: Scope,
+        ctx: RequestContext,
         receive: Receive,
         send: Send,
         started: float,
@@ -205,41 +204,52 @@ class FastLane:
         guard does (the logged 500, or the 503 of a full disk)."""
         rendered = await render_exception(Request(scope, receive), exc)
         if rendered is not None:
-            await self._answer(route, scope, send, started, rendered)
+            await self.pipeline.respond(scope, ctx, send, route.template, started, rendered)
             return
-        status, body, headers = unexpected_failure(exc, context(scope).request_id)
-        await self.pipeline.answer(scope, send, route.template, started, status, body, headers)
+        status, body, headers = unexpected_failure(exc, ctx.request_id)
+        await self.pipeline.answer(scope, ctx, send, route.template, started, status, body, headers)
 
     async def _place_order(
-        self, route: ServedRoute, scope: Scope, receive: Receive, send: Send, started: float
+        self,
+        route: ServedRoute,
+        scope: Scope,
+        ctx: RequestContext,
+        receive: Receive,
+        send: Send,
+        started: float,
     ) -> Receive | None:
         """``POST /v1/orders``: the body validated with the route's model, the request counted,
         then the route's endpoint called (under its ``Idempotency-Key`` as the routes run it);
         what it returns or raises is answered here."""
-        headers = request_headers(scope)
-        size = None if headers is None else json_body_size(headers)
-        if headers is None or size is None:
+        head = plain_head(scope)
+        size = None if head is None else json_body_size(head.headers)
+        if head is None or size is None:
             return receive
-        key_text = header_text(headers, _KEY_HEADER)
+        # A key, if the route reads one (as the routes run it: ``routing.key_handling``); the
+        # fast lane runs only a route that claims its key in its own write under one.
+        key_text = None if route.key_handling is None else header_text(head.headers, _KEY_HEADER)
         if not 0 < size <= MAX_BODY_BYTES or (
-            key_text is not None and not idempotency.KEY_PATTERN.fullmatch(key_text)
+            key_text is not None
+            and (
+                route.key_handling != KEY_IN_OWN_WRITE
+                or not idempotency.KEY_PATTERN.fullmatch(key_text)
+            )
         ):
             return receive
-        body, messages = await _read_body(receive, size)
+        body, messages = await read_body(receive, size)
         if body is None:
-            return _replaying(messages, receive)
-        replayed = _replaying(messages, receive)
-        ctx = context(scope)
+            return replaying(messages, receive)
+        replayed = replaying(messages, receive)
         try:
             assert route.body is not None
             data = route.body.model_validate(orjson.loads(body))
-            arguments = await self._arguments(route, scope, replayed, {}, data, headers)
+            arguments = await self._arguments(route, scope, ctx, replayed, {}, data, head)
         except Exception:  # the routes answer it (a bad key, the model's own error, …)
             return replayed
 
         # From here on the request is answered here: counted, then placed (or refused).
         if not await self.pipeline.admit(scope, ctx):
-            await self.pipeline.answer(scope, send, route.template, started, 429, b"")
+            await self.pipeline.answer(scope, ctx, send, route.template, started, 429, b"")
             return None
         request = (
             Request(scope, replayed)
@@ -252,48 +262,14 @@ class FastLane:
             else:
                 principal = ctx.principal  # authenticated for the endpoint (_arguments)
                 assert principal is not None, route.template
-                keyed = keyed_request(principal, key_text, "POST", route.template, "", body)
+                # The request as the routes fingerprint it: no query string (the route
+                # declares none), the path its template (it has no parameters).
+                keyed = keyed_request(principal, key_text, route.method, route.template, "", body)
                 response = await run_self_managed(
                     self.services, request, keyed, lambda: route.endpoint(**arguments)
                 )
         except Exception as exc:  # out of stock, an unknown product, a key conflict, a failure
-            await self._fail(route, scope, replayed, send, started, exc)
+            await self._fail(route, scope, ctx, replayed, send, started, exc)
             return None
-        await self._answer(route, scope, send, started, response)
+        await self.pipeline.respond(scope, ctx, send, route.template, started, response)
         return None
-
-
-async def _read_body(receive: Receive, size: int) -> tuple[bytes | None, list[Message]]:
-    """The body, if it is exactly the declared ``size``; the messages read, to hand back.
-
-    Reading stops once ``size`` bytes have come: the server frames the body by its
-    Content-Length, so it is whole then, and what follows the body is not waited for (the full
-    stack, if it takes the request, reads it from ``receive`` after the replayed ones)."""
-    messages: list[Message] = []
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return None, messages  # the client went away
-        chunk: bytes = message.get("body", b"")
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > size:
-            return None, messages
-        if total == size or not message.get("more_body", False):
-            break
-    return (b"".join(chunks) if total == size else None), messages
-
-
-def _replaying(messages: list[Message], receive: Receive) -> Receive:
-    """``receive`` that first hands back the messages the fast lane already read."""
-    pending = list(messages)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay

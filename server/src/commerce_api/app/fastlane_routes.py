@@ -32,7 +32,7 @@ from commerce_api.http.dependencies import (
     request_context,
     request_services,
 )
-from commerce_api.http.routing import served_first_as
+from commerce_api.http.routing import key_handling, served_first_as
 
 
 class Unserved(Exception):
@@ -127,6 +127,7 @@ class ServedRoute:
     request_name: str | None
     provided: dict[str, str]  # endpoint argument → what the fast lane gives it
     places_orders: bool
+    key_handling: str | None  # how it runs under an Idempotency-Key (``routing.key_handling``)
 
     @classmethod
     def of(cls, route: APIRoute) -> ServedRoute:
@@ -151,6 +152,12 @@ class ServedRoute:
         in_path = path_parameter_names(route.path)
         if any(parameter.alias not in in_path for parameter in declared.path):
             raise TypeError(f"a path parameter's alias is not in {route.path}")
+        places_orders = served_first_as(route.endpoint) == "orders"
+        if places_orders and (in_path or declared.query):
+            # Its Idempotency-Key's fingerprint is taken of the template, without a query.
+            raise TypeError(
+                f"the fast lane places orders at a path without parameters: {route.path}"
+            )
         return cls(
             method=method,
             template=route.path,
@@ -163,7 +170,8 @@ class ServedRoute:
             body_name=body_name,
             request_name=declared.request,
             provided=provided,
-            places_orders=served_first_as(route.endpoint) == "orders",
+            places_orders=places_orders,
+            key_handling=key_handling(route),
         )
 
 

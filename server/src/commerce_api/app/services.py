@@ -1,9 +1,10 @@
 """The services a request handler needs, assembled once per process by the app's lifespan
 (``factory.py``): the container (``Services``), and how it is opened and closed.
 
-Routes ask for it with ``http.dependencies.ServicesDep``, typed with the protocols of
-``http.services`` (the layer below the packages cannot name their types); this container
-has those, as the assignment at the end has mypy check.
+Routes ask for it with ``http.dependencies.ServicesDep``, typed with the protocol of
+``http.services`` (the layer below the packages cannot name their types), or with their own
+protocols built on it (``catalog.routes.CatalogServices``, ``orders.routes.OrderServices``);
+this container has those, as the assignment at the end has mypy check.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from commerce_api.catalog.routes import CatalogServices
 from commerce_api.http.services import RequestServices
 from commerce_api.orders.desk import OrderDesk
+from commerce_api.orders.routes import OrderServices
 from commerce_api.ratelimit.limiter import RateLimiter
 from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
 from commerce_api.readpath.service import ReadPath
@@ -92,4 +95,9 @@ async def open_services(settings: Settings) -> Services:
     )
 
 
-_CONFORMS: type[RequestServices] = Services  # what the routes are given has what they use
+# What the routes are given has what they use: the kit's, and each route module's own.
+_CONFORMS: tuple[type[RequestServices], type[CatalogServices], type[OrderServices]] = (
+    Services,
+    Services,
+    Services,
+)

@@ -56,7 +56,7 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
         header_read_timeout=max(1, min(_MAX_HEADER_READ_TIMEOUT_MS, round(head_seconds * 1000))),
         keep_alive=settings.http_keep_alive_seconds > 0,
         # granian's read buffer, which a head must fit: a head past our cap up to twice it is
-        # answered 431 by http/server_guard.py (in the error envelope), a larger one by the
+        # answered 431 by app/server_guard.py (in the error envelope), a larger one by the
         # server itself, which never buffers more than this for it.
         max_buffer_size=max(_MIN_HTTP1_BUFFER_BYTES, 2 * settings.http_max_header_bytes),
     )
@@ -140,7 +140,7 @@ def in_worker(app: ASGIApp, settings: Settings) -> ASGIApp:
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     """``app`` as ``serve`` runs it: inside ServerGuardMiddleware, inside granian's
     proxy-headers wrapper when ``COMMERCE_TRUSTED_PROXIES`` lists any proxy."""
-    from commerce_api.http.server_guard import ServerGuardMiddleware
+    from commerce_api.app.server_guard import ServerGuardMiddleware
 
     app = ServerGuardMiddleware(
         app,

@@ -11,7 +11,7 @@ from typing import Any
 from commerce_api.catalog.schemas import MAX_CATEGORY_LENGTH, MAX_INVENTORY
 from commerce_api.core.ids import looks_like
 from commerce_api.core.money import AmountError, to_minor
-from commerce_api.http.schemas import check_text
+from commerce_api.core.text import check_text
 
 MAX_NAME_LENGTH = 200
 MAX_DESCRIPTION_LENGTH = 5000

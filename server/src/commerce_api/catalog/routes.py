@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Protocol
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -21,11 +21,13 @@ from commerce_api.catalog.schemas import (
 )
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, clamp
 from commerce_api.http import idempotency
+from commerce_api.http.context import RequestContext
 from commerce_api.http.dependencies import (
     AdminPrincipal,
     CatalogPrincipal,
     RequestContextDep,
     ServicesDep,
+    request_services,
 )
 from commerce_api.http.paging import Limit, Offset
 from commerce_api.http.pipeline import RenderedJSON
@@ -36,6 +38,40 @@ from commerce_api.http.routing import (
     served_first,
 )
 from commerce_api.http.schemas import SingleLine
+from commerce_api.http.services import Authenticator, RequestServices
+
+
+class CatalogReads(Authenticator, Protocol):
+    """The read path (``readpath.service.ReadPath``, a package above this one): keys, and the
+    catalogue's cached bytes."""
+
+    async def page(
+        self, request: RequestContext, category: str | None, limit: int, offset: int, sort: str
+    ) -> bytes | None: ...
+
+    async def categories(self, request: RequestContext) -> bytes | None: ...
+
+    async def search(
+        self,
+        request: RequestContext,
+        q: str,
+        category: str | None,
+        sort: str,
+        limit: int,
+        offset: int,
+    ) -> bytes: ...
+
+    async def product_body(self, request: RequestContext, product_id: str) -> bytes | None: ...
+
+
+class CatalogServices(RequestServices, Protocol):
+    """The services the catalogue's reads use: the kit's, with the read path's cached bytes."""
+
+    @property
+    def read_path(self) -> CatalogReads: ...
+
+
+CatalogServicesDep = Annotated[CatalogServices, Depends(request_services)]
 
 router = APIRouter(prefix="/v1/products", tags=["Products"], route_class=StrictRoute)
 categories_router = APIRouter(prefix="/v1/categories", tags=["Categories"], route_class=StrictRoute)
@@ -50,7 +86,7 @@ categories_router = APIRouter(prefix="/v1/categories", tags=["Categories"], rout
 @served_first
 async def list_products(
     ctx: RequestContextDep,
-    services: ServicesDep,
+    services: CatalogServicesDep,
     _principal: CatalogPrincipal,
     limit: Limit = DEFAULT_PAGE_SIZE,
     offset: Offset = 0,
@@ -106,7 +142,7 @@ async def list_products(
 )
 @served_first
 async def get_product(
-    id: str, ctx: RequestContextDep, services: ServicesDep, _principal: CatalogPrincipal
+    id: str, ctx: RequestContextDep, services: CatalogServicesDep, _principal: CatalogPrincipal
 ) -> Response:
     """One product with its current `inventory_count`. Unknown or archived ids are 404."""
     body = await services.read_path.product_body(ctx, id)
@@ -170,7 +206,7 @@ async def archive_product(id: str, services: ServicesDep, admin: AdminPrincipal)
 )
 @served_first
 async def list_categories(
-    ctx: RequestContextDep, services: ServicesDep, _principal: CatalogPrincipal
+    ctx: RequestContextDep, services: CatalogServicesDep, _principal: CatalogPrincipal
 ) -> Response:
     """Every category that has active products, by name (code point order), with how many
     (`product_count`): a storefront's category menu. Not paginated."""

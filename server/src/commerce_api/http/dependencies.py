@@ -1,6 +1,6 @@
-"""Request dependencies: the services (as the HTTP layer knows them: ``http.services``; the
-routes that use the packages' own types ask ``app.services.ServicesDep``), the caller's key and
-role.
+"""Request dependencies: the services (as the HTTP layer knows them: ``http.services``; a
+route module that uses more of them types ``request_services`` with a protocol of its own), the
+caller's key and role.
 
 A route says which keys it admits by the caller it declares: ``CatalogPrincipal`` (any key,
 publishable ones included: the catalogue reads, and only they), ``CurrentPrincipal`` (a secret

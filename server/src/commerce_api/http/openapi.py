@@ -13,16 +13,18 @@ import base64
 import copy
 import hashlib
 import re
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 from starlette.responses import HTMLResponse, Response
 
 from commerce_api.http.pipeline import EXEMPT_PATHS
-from commerce_api.http.routing import admits_publishable_keys
+from commerce_api.http.routing import admits_publishable_keys, key_handling
 from commerce_api.idempotency import service as idempotency
 
 OPENAPI_URL = "/v1/openapi.json"
@@ -127,9 +129,11 @@ def finalise(
     schema: dict[str, Any],
     public_paths: frozenset[str],
     catalog_reads: frozenset[tuple[str, str]] = frozenset(),
+    keyed: frozenset[tuple[str, str]] = frozenset(),
 ) -> dict[str, Any]:
     """The document as published; ``catalog_reads``: the (path, method) of the operations that
-    admit publishable keys (every other authenticated one may answer them 403)."""
+    admit publishable keys (every other authenticated one may answer them 403); ``keyed``:
+    those that run under an ``Idempotency-Key`` (``routing.key_handling``)."""
     components = schema.setdefault("components", {})
     components.setdefault("securitySchemes", {})[BEARER] = {
         "type": "http",
@@ -154,7 +158,7 @@ def finalise(
                 operation["security"] = [{BEARER: []}]
                 if (path, method) not in catalog_reads and "403" not in responses:
                     responses["403"] = copy.deepcopy(_PUBLISHABLE_KEY_REFUSED)
-            idempotent = method == "post" and authenticated
+            idempotent = (path, method) in keyed
             if idempotent:
                 operation.setdefault("parameters", []).append(_IDEMPOTENCY_PARAMETER)
                 responses["422"] = _IDEMPOTENCY_CONFLICT
@@ -183,16 +187,20 @@ def install_openapi(app: FastAPI, public_paths: frozenset[str]) -> None:
                 webhooks=app.webhooks.routes,
                 servers=[{"url": "/", "description": "This server"}],
             )
-            catalog_reads = frozenset(
-                (route.path, method.lower())
-                for route in app.state.method_index.routes  # ``routing.MethodIndex``
-                if admits_publishable_keys(route)
-                for method in route.methods or ()
-            )
-            app.openapi_schema = finalise(schema, public_paths, catalog_reads)
+            routes = app.state.method_index.routes  # ``routing.MethodIndex``: as declared
+            catalog_reads = _operations(route for route in routes if admits_publishable_keys(route))
+            keyed = _operations(route for route in routes if key_handling(route) is not None)
+            app.openapi_schema = finalise(schema, public_paths, catalog_reads, keyed)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _operations(routes: Iterable[APIRoute]) -> frozenset[tuple[str, str]]:
+    """The (path, method) of each operation of ``routes``, as the document names them."""
+    return frozenset(
+        (route.path, method.lower()) for route in routes for method in route.methods or ()
+    )
 
 
 def docs_router(title: str) -> APIRouter:

@@ -1,8 +1,8 @@
 """One request pipeline: what every request goes through, whichever path answers it.
 
 A request is answered by the fast lane (``app/fastlane.py``, before any framework code) or by the
-routes, behind :class:`PipelineMiddleware`. Both finish it here, with one implementation of
-each concern:
+routes, behind ``pipeline_middleware.PipelineMiddleware``. Both finish it here, with one
+implementation of each concern:
 
 - the request's :class:`~commerce_api.http.context.RequestContext` (its id, its caller, ...);
 - authentication (``http.request_head.authenticate``, memoised in the context; the routes'
@@ -28,12 +28,12 @@ from logging import INFO
 from typing import TYPE_CHECKING
 
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope, Send
 
 from commerce_api.accounts.service import Principal
 from commerce_api.core import tracing
 from commerce_api.core.errors import error_body
-from commerce_api.http.context import RequestContext, client_address, context
+from commerce_api.http.context import RequestContext, client_address
 from commerce_api.http.request_head import authenticate, authorization_header
 from commerce_api.http.services import RequestServices
 from commerce_api.observability import AnsweredRequest
@@ -47,6 +47,7 @@ from commerce_api.observability.metrics import (
     RequestMetrics,
     flush_before_scrape,
 )
+from commerce_api.ratelimit.limiter import Decision
 from commerce_api.settings import Settings, Tier
 
 if TYPE_CHECKING:
@@ -67,6 +68,19 @@ def common_headers(settings: Settings) -> list[tuple[bytes, bytes]]:
     if settings.environment == "production":
         max_age = f"max-age={settings.hsts_max_age_seconds}".encode()
         headers.append((b"strict-transport-security", max_age))
+    return headers
+
+
+def rate_limit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
+    """The rate limiter's decision as headers: ``X-RateLimit-Limit``, ``-Remaining`` and
+    ``-Reset`` on every counted answer, and ``Retry-After`` on a refusal."""
+    headers = [
+        (b"x-ratelimit-limit", str(decision.limit).encode()),
+        (b"x-ratelimit-remaining", str(decision.remaining).encode()),
+        (b"x-ratelimit-reset", str(decision.reset).encode()),
+    ]
+    if decision.retry_after is not None:
+        headers.append((b"retry-after", str(decision.retry_after).encode()))
     return headers
 
 
@@ -184,7 +198,7 @@ class Pipeline:
                 )
             else:
                 ctx.decision = await self.limiter.check(*quota(principal, scope))
-        return ctx.decision.allowed
+        return ctx.decision.retry_after is None  # ``Decision.allowed``, read as a field
 
     def exempt(self, path: str) -> bool:
         """Whether a request for ``path`` is left out of the rate limit."""
@@ -200,14 +214,29 @@ class Pipeline:
     def headers(self, ctx: RequestContext) -> list[tuple[bytes, bytes]]:
         """The headers of every answer, after its own: the rate limit's, the request id, and
         the :func:`common_headers`."""
-        headers = [] if ctx.decision is None else ctx.decision.headers()
+        headers = [] if ctx.decision is None else rate_limit_headers(ctx.decision)
         headers.append((b"x-request-id", ctx.request_id.encode()))
         headers += self.common_headers
         return headers
 
+    async def respond(
+        self,
+        scope: Scope,
+        ctx: RequestContext,
+        send: Send,
+        route: str,
+        started: float,
+        response: Response,
+    ) -> None:
+        """:meth:`answer` with an endpoint's response."""
+        body = bytes(response.body)
+        headers = own_headers(response)
+        await self.answer(scope, ctx, send, route, started, response.status_code, body, headers)
+
     async def answer(
         self,
         scope: Scope,
+        ctx: RequestContext,
         send: Send,
         route: str,
         started: float,
@@ -217,7 +246,6 @@ class Pipeline:
     ) -> None:
         """Send a whole JSON answer, finished like every other: counted against the quota
         (over it, the 429 instead), with the common headers, observed."""
-        ctx = context(scope)
         if not await self.admit(scope, ctx):
             status, body, headers = 429, self.rejection(ctx), None
         given = [
@@ -228,11 +256,12 @@ class Pipeline:
         ]
         await send({"type": "http.response.start", "status": status, "headers": given})
         await send({"type": "http.response.body", "body": body})
-        self.observe(scope, route, status, started)
+        self.observe(scope, ctx, route, status, started)
 
-    def observe(self, scope: Scope, route: str | None, status: int, started: float) -> None:
+    def observe(
+        self, scope: Scope, ctx: RequestContext, route: str | None, status: int, started: float
+    ) -> None:
         """Count the answer in the metrics and log its line (and label its span)."""
-        ctx = context(scope)
         template = route or self.route_template(scope)
         self.observer.observe(scope, ctx, template, status, time.perf_counter() - started)
         if tracing.ENABLED:
@@ -261,35 +290,3 @@ def route_template(scope: Scope, routes: MethodIndex) -> str:
     if path is not None:
         return path
     return routes.template(scope["path"]) or UNMATCHED_ROUTE
-
-
-class PipelineMiddleware:
-    """The pipeline around the routes (outside the error guard, so that a 500 is finished
-    like any answer). Written as plain ASGI: no task or stream per request."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        pipeline: Pipeline | None = getattr(scope["app"].state, "pipeline", None)
-        if scope["type"] != "http" or pipeline is None:
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        ctx = context(scope)
-        if not pipeline.exempt(scope["path"]) and not await pipeline.admit(scope, ctx):
-            await pipeline.answer(scope, send, "", started, 429, b"")
-            return
-        status = 500  # if the app fails before answering, the server answers 500
-
-        async def finishing_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), *pipeline.headers(ctx)]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, finishing_send)
-        finally:
-            pipeline.observe(scope, None, status, started)

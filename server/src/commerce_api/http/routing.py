@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -11,10 +11,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import REASONS, APIError, Problem, Reason, invalid_request, summary
 from commerce_api.http import idempotency
-from commerce_api.http.context import context
 from commerce_api.http.declaration import (
     depends_on,
     path_pattern,
@@ -26,12 +24,8 @@ from commerce_api.http.dependencies import (
     admin_principal,
     catalog_principal,
     current_principal,
-    get_services,
 )
-from commerce_api.http.errors import render_exception
 from commerce_api.http.schemas import ErrorResponse
-from commerce_api.http.services import RequestServices
-from commerce_api.idempotency import service as keys
 
 JSON = "application/json"
 EndpointT = TypeVar("EndpointT", bound=Callable[..., Any])
@@ -84,6 +78,23 @@ def served_first_as(endpoint: Callable[..., Any]) -> str | None:
     return how
 
 
+# How a route runs under an ``Idempotency-Key`` (``key_handling``).
+KEY_STORED = "stored"  # the answer stored as the key's outcome (``idempotency.run_keyed``)
+KEY_IN_OWN_WRITE = "own_write"  # claimed and recorded by the endpoint (``manages_idempotency``)
+
+
+def key_handling(route: APIRoute) -> str | None:
+    """How a route runs under an ``Idempotency-Key``: a POST that needs a secret key runs under
+    one (:data:`KEY_STORED`, or :data:`KEY_IN_OWN_WRITE` when marked ``manages_idempotency``);
+    None for any other route, which reads no key. The routes and the fast lane both ask."""
+    declared = route_declaration(route)
+    if "POST" not in (route.methods or ()) or not depends_on(
+        declared, route.path, current_principal
+    ):
+        return None
+    return KEY_IN_OWN_WRITE if getattr(route.endpoint, _MANAGES_IDEMPOTENCY, False) else KEY_STORED
+
+
 def admits_publishable_keys(route: APIRoute) -> bool:
     """Whether a route answers publishable keys: it declares ``CatalogPrincipal`` and no
     stricter caller (``http/dependencies.py``)."""
@@ -108,8 +119,7 @@ class StrictRoute(APIRoute):
         needs_key = depends_on(declared, self.path, current_principal)
         needs_admin = depends_on(declared, self.path, admin_principal)
         reads_catalog = depends_on(declared, self.path, catalog_principal)
-        idempotent = "POST" in (self.methods or ()) and needs_key
-        self_managed = getattr(self.endpoint, _MANAGES_IDEMPOTENCY, False)
+        keys = key_handling(self)
 
         async def strict_handler(request: Request) -> Response:
             # Authenticate before anything else is checked, so that a request without a valid
@@ -130,10 +140,10 @@ class StrictRoute(APIRoute):
                     status=415,
                     reason="unsupported_media_type",
                 )
-            if idempotent and (key := idempotency.read_key(request)) is not None:
-                if self_managed:
-                    return await _self_managed(handler, request, key)
-                return await _idempotently(handler, request, key)
+            if keys is not None and (key := idempotency.read_key(request)) is not None:
+                if keys == KEY_IN_OWN_WRITE:
+                    return await idempotency.run_self_managed_route(handler, request, key)
+                return await idempotency.run_keyed(handler, request, key)
             return await handler(request)
 
         return strict_handler
@@ -146,89 +156,6 @@ def unknown_query_parameters(names: list[str]) -> APIError:
         for name in dict.fromkeys(names)
     ]
     return invalid_request(summary(problems), problems[0].parameter, problems=problems)
-
-
-async def _idempotently(
-    handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
-) -> Response:
-    """Run a POST under its ``Idempotency-Key`` (see ``commerce_api.idempotency.service``)."""
-    services = get_services(request)
-    db, secret_box = services.db, services.secret_box
-    keyed = await _keyed_request(request, key)
-    stored = await idempotency.lookup(db, secret_box, keyed)
-    if stored is not None:
-        return stored
-    # Nothing is written before the handler: it records the key with its change (so a crash
-    # or a 5xx leaves no claim behind to refuse the retry).
-    pending = keys.Pending(keyed)
-    context(request.scope).claim = pending
-    try:
-        response = await handler(request)
-    except keys.KeyTaken as taken:  # another request with the key committed first
-        return idempotency.render(taken.stored(secret_box))
-    except keys.KeyConflict:
-        raise
-    except Exception as exc:
-        rendered = await render_exception(request, exc)
-        if rendered is None or _retry_later(rendered.status_code):
-            raise
-        response = rendered
-    if _retry_later(response.status_code) or pending.recorded:
-        return response
-    return await idempotency.record_apart(db, secret_box, pending, response)
-
-
-def _retry_later(status: int) -> bool:
-    """An answer that says "try again later" (429, 5xx) is not the key's result: it is not
-    stored, so a retry with the same key runs the request (as Stripe does)."""
-    return status == 429 or status >= 500
-
-
-async def _self_managed(
-    handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request, key: str
-) -> Response:
-    keyed = await _keyed_request(request, key)
-    return await run_self_managed(get_services(request), request, keyed, lambda: handler(request))
-
-
-async def run_self_managed(
-    services: RequestServices,
-    request: Request,
-    keyed: keys.KeyedRequest,
-    run: Callable[[], Awaitable[Response]],
-) -> Response:
-    """Run a POST whose endpoint claims and records its key in its own write (``run``, for the
-    routes and the fast lane alike); a 4xx raised before it got there (a validation error) is
-    stored here, as ``_idempotently`` would."""
-    context(request.scope).keyed = keyed
-    try:
-        return await run()
-    except keys.KeyConflict:
-        raise
-    except Exception as exc:
-        rendered = await render_exception(request, exc)
-        if rendered is None or _retry_later(rendered.status_code):
-            raise
-    claim = await idempotency.claim(services.db, services.secret_box, keyed)
-    if isinstance(claim, Response):
-        return claim
-    await idempotency.record_separately(services.db, services.secret_box, claim, rendered)
-    return rendered
-
-
-async def _keyed_request(request: Request, key: str) -> keys.KeyedRequest:
-    principal = await current_principal(request)
-    return keyed_request(
-        principal, key, request.method, request.url.path, request.url.query, await request.body()
-    )
-
-
-def keyed_request(
-    principal: Principal, key: str, method: str, path: str, query: str, body: bytes
-) -> keys.KeyedRequest:
-    """The caller's scope, the key, and what makes this request "the same" as another."""
-    fingerprint = keys.fingerprint(method, path, query, body)
-    return keys.KeyedRequest(principal.scope, key, fingerprint)
 
 
 def _has_body(request: Request) -> bool:

@@ -1,5 +1,5 @@
 """The ``idempotency_keys`` table: every statement on it outside the order batch's (which
-claims, locks and stores its keys with its orders: ``orders/repository.py``,
+claims, locks and stores its keys with its orders: ``orders/placement_repository.py``,
 ``orders/batch_repository.py``)."""
 
 from __future__ import annotations

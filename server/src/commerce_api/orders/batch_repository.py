@@ -1,5 +1,5 @@
 """The order desk's PostgreSQL statements: a batch's writes in one or two statements (round
-trips), not eight (``placement.py`` decides; SQLite runs ``repository``'s statements, its round
+trips), not eight (``placement.py`` decides; SQLite runs ``placement_repository``'s, its round
 trips being function calls).
 
 Each statement is data-modifying ``WITH`` over arrays (``storage.unnest``), built once per shape
@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy.engine import Dialect, Row
 
-from commerce_api.orders.repository import KEY_OUTCOME, store_key_outcomes
+from commerce_api.orders.placement_repository import KEY_OUTCOME, store_key_outcomes
 from commerce_api.storage import freshness
 from commerce_api.storage.db import Executor
 from commerce_api.storage.tables import audit_events, events, order_items, orders, products
@@ -99,7 +99,7 @@ def _write_ctes(
 
 def _active_products(ids: int) -> str:
     """The ``SELECT`` of the active products among the ids of array parameter ``ids``, with
-    the columns ``repository.stock_of`` reads."""
+    the columns ``placement_repository.stock_of`` reads."""
     return (
         "SELECT id, inventory_count, name, price_minor FROM products"  # noqa: S608 - no input
         f" WHERE id IN (SELECT wanted.id FROM unnest(${ids}::text[]) AS wanted(id))"
@@ -115,9 +115,9 @@ async def claim_and_read(
 ) -> tuple[set[tuple[str, str]], list[Row[Any]]]:
     """PostgreSQL, one statement: insert these key rows where none exists yet (``ON CONFLICT DO
     NOTHING``, in the given order), and read the active products among ``product_ids`` (not
-    locked, as ``repository.stock_of``). The ``(scope, key)`` pairs inserted, and the products.
-    One statement for any number of keys: a ``VALUES`` list per count would be a statement for
-    the driver to prepare (a round trip) on each connection for each new count."""
+    locked, as ``placement_repository.stock_of``). The ``(scope, key)`` pairs inserted, and the
+    products. One statement for any number of keys: a ``VALUES`` list per count would be a
+    statement to prepare (a round trip) on each connection for each new count."""
     shape = (id(conn.dialect), tuple(claims[0]))
     found = _CLAIM_AND_READ.get(shape)
     if found is None:
@@ -236,11 +236,11 @@ async def place_and_finish(
     with_row: Collection[tuple[str, str]],
 ) -> tuple[bool, list[Row[Any]]]:
     """PostgreSQL, one statement: lock the active products among ``product_ids`` (in id order,
-    as ``repository.stock_of(lock=True)``) and compare them with ``expected`` — the same active
-    products, names and prices, the units taken there, a refusal's count the same. If they hold,
-    write ``placed`` (as :func:`write_placed`) and finish (as :func:`finish_placed`: the units
-    of ``expected``); else write nothing. Whether they held, and the locked rows (the products
-    stay locked either way, for the caller to decide again on)."""
+    as ``placement_repository.stock_of(lock=True)``) and compare them with ``expected`` — the
+    same active products, names and prices, the units taken there, a refusal's count the same.
+    If they hold, write ``placed`` (as :func:`write_placed`) and finish (as
+    :func:`finish_placed`: the units of ``expected``); else write nothing. Whether they held,
+    and the locked rows (the products stay locked either way, for the caller to decide on)."""
     taken = [{"id": e.id, "inventory_count": e.taken} for e in expected if e.taken]
     outcomes, names, notify = await _outcomes(conn, key_outcomes, with_row, bool(taken))
     shape = placed.shape()

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts.service import Principal
 from commerce_api.core.errors import APIError
 from commerce_api.orders import placement
-from commerce_api.orders.placement import OrderRequest, PlacementResult, Result
+from commerce_api.orders.batch_plan import OrderRequest, PlacementResult, Result
 from commerce_api.orders.schemas import OrderCreate
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database, Executor
@@ -48,17 +48,18 @@ class OrderDesk:
         batches take turns on the file's write lock: one at a time."""
         self._currency = currency
         self._secret_box = secret_box
+        self._backend = placement.backend_for(db.backend)
         self._batches: GroupCommit[OrderRequest, Result] = GroupCommit(
             db,
             self._place,
             exclusive=_key_of,
-            in_flight=1 if db.is_sqlite else in_flight,
+            in_flight=self._backend.batches_in_flight(in_flight),
             traceparent_of=lambda request: request.traceparent,
         )
 
     async def _place(self, conn: Executor, batch: list[OrderRequest]) -> list[Result]:
         return await placement.place_batch(
-            conn, batch, currency=self._currency, secret_box=self._secret_box
+            conn, batch, currency=self._currency, secret_box=self._secret_box, backend=self._backend
         )
 
     async def place(self, request: OrderRequest) -> PlacementResult:

@@ -1,17 +1,20 @@
-"""Order endpoints: ``/v1/orders``."""
+"""Order endpoints: ``/v1/orders``; and ``order_webhooks``, the order events' deliveries as a
+receiver gets them, declared for the OpenAPI document's ``webhooks`` section (FastAPI's
+``app.webhooks``): they only describe the POSTs the dispatcher makes (``webhooks.sender``),
+nothing of them is served."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response
 
 from commerce_api.core import tracing
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, newest_first_paging
 from commerce_api.http import idempotency
 from commerce_api.http.context import context
-from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep
+from commerce_api.http.dependencies import CurrentPrincipal, ServicesDep, request_services
 from commerce_api.http.paging import CreatedGte, CreatedLt, Limit, Offset, StartingAfter
 from commerce_api.http.routing import (
     StrictRoute,
@@ -21,15 +24,31 @@ from commerce_api.http.routing import (
     places_orders,
 )
 from commerce_api.http.schemas import SingleLine
-from commerce_api.orders import service
-from commerce_api.orders.placement import OrderRequest
+from commerce_api.http.services import RequestServices
+from commerce_api.orders import new_orders, service
+from commerce_api.orders.batch_plan import OrderRequest
+from commerce_api.orders.desk import OrderDesk
 from commerce_api.orders.schemas import (
     Order,
+    OrderCanceledEvent,
     OrderCreate,
+    OrderCreatedEvent,
     OrderFulfill,
+    OrderFulfilledEvent,
     OrderList,
     OrderStatusName,
 )
+from commerce_api.webhooks.schemas import DeliveryHeaders
+
+
+class OrderServices(RequestServices, Protocol):
+    """The services placing an order uses: the kit's, with the process's order desk."""
+
+    @property
+    def orders(self) -> OrderDesk: ...
+
+
+OrderServicesDep = Annotated[OrderServices, Depends(request_services)]
 
 router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute)
 
@@ -44,14 +63,14 @@ router = APIRouter(prefix="/v1/orders", tags=["Orders"], route_class=StrictRoute
 @manages_idempotency
 @places_orders
 async def create_order(
-    body: OrderCreate, request: Request, services: ServicesDep, principal: CurrentPrincipal
+    body: OrderCreate, request: Request, services: OrderServicesDep, principal: CurrentPrincipal
 ) -> Response:
     """Place an order for a customer. Stock is reserved atomically with the order: not enough
     stock is a 409 and nothing is written. Prices are copied from the catalogue.
 
     Send an `Idempotency-Key` to retry safely: the same key and request replay the first
     response (with `Idempotent-Replayed: true`)."""
-    service.check_units(body, services.settings)
+    new_orders.check_units(body, services.settings)
     keyed = context(request.scope).keyed  # its claim is in the batch
     traceparent = tracing.current_traceparent() if tracing.ENABLED else None
     outcome = await services.orders.place(OrderRequest(principal, body, keyed, traceparent))
@@ -154,3 +173,36 @@ async def fulfill_order(
         response = json_response(order)
         await idempotency.record(conn, request, response)
     return response
+
+
+SignedHeaders = Annotated[DeliveryHeaders, Header()]
+
+order_webhooks = APIRouter(
+    tags=["Webhooks"],
+    default_response_class=Response,  # the receiver's answer has no body we read
+    generate_unique_id_function=lambda route: route.name,  # as the app's operations
+)
+_ACKNOWLEDGED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Any 2xx within the delivery timeout acknowledges the event; anything "
+        "else (a 3xx too) is retried on the schedule, with the same `webhook-id`."
+    }
+}
+
+
+@order_webhooks.post("order.created", responses=_ACKNOWLEDGED, summary="An order was placed")
+def order_created(body: OrderCreatedEvent, headers: SignedHeaders) -> None:
+    """Sent to every endpoint subscribed to `order.created` once an order is placed (its
+    stock reserved)."""
+
+
+@order_webhooks.post("order.fulfilled", responses=_ACKNOWLEDGED, summary="An order was fulfilled")
+def order_fulfilled(body: OrderFulfilledEvent, headers: SignedHeaders) -> None:
+    """Sent when an admin key, the CLI or the console fulfils an order (or, in the sandbox,
+    its own client)."""
+
+
+@order_webhooks.post("order.canceled", responses=_ACKNOWLEDGED, summary="An order was canceled")
+def order_canceled(body: OrderCanceledEvent, headers: SignedHeaders) -> None:
+    """Sent when the owning client cancels a pending order, or when the service does because
+    it was still pending after `COMMERCE_PENDING_ORDER_TTL_SECONDS`; its stock is returned."""

@@ -1,4 +1,5 @@
-"""Order schemas: the create request (strictly validated) and the order record."""
+"""Order schemas: the create request (strictly validated), the order record, and the order
+events as a webhook receiver gets them (``routes.order_webhooks`` declares their deliveries)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from commerce_api.http.schemas import (
     SingleLine,
     WholeNumber,
 )
+from commerce_api.webhooks.schemas import EventType
 
 MAX_ITEMS = 100
 MAX_QUANTITY = 10_000
@@ -167,3 +169,27 @@ class Order(ResponseModel):
 class OrderList(ResponseModel):
     data: list[Order]
     pagination: Pagination
+
+
+class OrderEvent(ResponseModel):
+    """The body of a delivery: the event, with the order as it was after the change."""
+
+    id: str = Field(
+        description="The event's id (`evt_…`), also sent as `webhook-id`; the same on every "
+        "retry: dedupe on it."
+    )
+    type: EventType
+    created_at: TimestampText = Field(description="When the change happened.")
+    data: Order = Field(description="The order, as it was after the change.")
+
+
+class OrderCreatedEvent(OrderEvent):
+    type: Literal["order.created"]
+
+
+class OrderFulfilledEvent(OrderEvent):
+    type: Literal["order.fulfilled"]
+
+
+class OrderCanceledEvent(OrderEvent):
+    type: Literal["order.canceled"]

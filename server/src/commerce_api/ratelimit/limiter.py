@@ -33,7 +33,8 @@ _LIMITS: dict[LimitName, tuple[str, str]] = {
 
 
 class Decision(NamedTuple):
-    """The limiter's answer for one request (a tuple: one is made per request)."""
+    """The limiter's answer for one request (a tuple: one is made per request); the HTTP layer
+    renders it as headers (``http.pipeline.rate_limit_headers``)."""
 
     limit: int
     remaining: int
@@ -53,16 +54,6 @@ class Decision(NamedTuple):
             f"{self.retry_after} seconds (see the Retry-After header)."
         )
         return message, details
-
-    def headers(self) -> list[tuple[bytes, bytes]]:
-        headers = [
-            (b"x-ratelimit-limit", str(self.limit).encode()),
-            (b"x-ratelimit-remaining", str(self.remaining).encode()),
-            (b"x-ratelimit-reset", str(self.reset).encode()),
-        ]
-        if self.retry_after is not None:
-            headers.append((b"retry-after", str(self.retry_after).encode()))
-        return headers
 
 
 class RateLimiter:

@@ -1,7 +1,7 @@
 """``serve``'s HTTP server (granian) and the guard around the app, against a real process.
 
 The settings map onto granian's documented options (``app.serving.granian_options``); what granian
-has no setting for is ``http.server_guard.ServerGuardMiddleware``. Each behaviour is checked over
+has no setting for is ``app.server_guard.ServerGuardMiddleware``. Each behaviour is checked over
 a raw socket, as a slow or hostile client would meet it.
 """
 
@@ -19,8 +19,8 @@ import pytest
 from granian.constants import HTTPModes, Interfaces, RuntimeModes
 from starlette.types import Message, Receive, Scope, Send
 
+from commerce_api.app.server_guard import ServerGuardMiddleware
 from commerce_api.app.serving import granian_options
-from commerce_api.http.server_guard import ServerGuardMiddleware
 from commerce_api.settings import Settings
 from tests.helpers import guard_scope, never_receive, sent_by
 from tests.server_process import RunningServer, running_server
