@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.storage.bulk import copy_rows
+from commerce_api.storage.bulk import copy_columns
 from commerce_api.storage.tables import products
 
 # The columns and values of a new product's ``product.create`` audit row, from its row ``p``.
@@ -58,26 +58,25 @@ _LAST_ROWID = text("SELECT coalesce(max(rowid), 0) FROM products")
 
 
 async def copy_in_audited(
-    conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], actor: tuple[str, str]
+    conn: AsyncConnection,
+    columns: Mapping[str, Sequence[Any]],
+    stamps: Mapping[str, Any],
+    actor: tuple[str, str],
 ) -> None:
-    """New products' rows (each with its ``id`` and ``change_seq``) in bulk, and their
+    """New products in bulk, given a column at a time (``columns``, with their ``id``; and
+    ``stamps``: the same value for every one, such as ``change_seq``), and their
     ``product.create`` audit rows by ``actor`` (its type and id)."""
-    if not rows:
-        return
     actor_type, actor_id = actor
+    values: dict[str, Any] = {"actor_type": actor_type, "actor_id": actor_id}
     if conn.dialect.name == "sqlite":
         # SQLite's one writer is this transaction: the rows copied in are exactly those whose
         # rowid is above the largest before (an insert takes the largest rowid plus one).
-        after = int(await conn.scalar(_LAST_ROWID) or 0)
-        await copy_rows(conn, products, rows)
-        values = {"after": after, "actor_type": actor_type, "actor_id": actor_id}
+        values["after"] = int(await conn.scalar(_LAST_ROWID) or 0)
+        await copy_columns(conn, products, columns, stamps)
         await conn.execute(_SQLITE_AUDIT_CREATED, values)
         return
-    await copy_rows(conn, products, rows)
-    ids = [row["id"] for row in rows]
-    await conn.execute(
-        _POSTGRESQL_AUDIT_CREATED, {"ids": ids, "actor_type": actor_type, "actor_id": actor_id}
-    )
+    await copy_columns(conn, products, columns, stamps)
+    await conn.execute(_POSTGRESQL_AUDIT_CREATED, {**values, "ids": list(columns["id"])})
 
 
 # SQLite: the trigger of migration 0009 that indexes an inserted product for search, which

@@ -16,6 +16,7 @@ import contextlib
 import io
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -23,8 +24,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
 from commerce_api.catalog import import_repository, repository
-from commerce_api.catalog.import_file import InvalidImport, Located, read_records
-from commerce_api.catalog.import_rules import ID, FieldError, changed_columns, new_product_columns
+from commerce_api.catalog.import_file import CsvRecords, InvalidImport, Located, read_records
+from commerce_api.catalog.import_rules import (
+    ID,
+    FieldError,
+    NewProducts,
+    changed_columns,
+    csv_new_products,
+    new_product_columns,
+)
 from commerce_api.catalog.service import audited_change
 from commerce_api.core.ids import new_ids
 from commerce_api.core.timestamps import utcnow
@@ -50,39 +58,53 @@ class ImportResult:
 
 @dataclass(slots=True)
 class _Batch:
-    new_rows: list[dict[str, Any]] = field(default_factory=list)
+    new: NewProducts = field(default_factory=NewProducts)
+    ids: list[str] = field(default_factory=list)  # the new products'
+    now: datetime | None = None  # their created_at and updated_at
     trail: list[dict[str, Any]] = field(default_factory=list)  # the updates' audit rows
     changes: list[tuple[Located, str, dict[str, Any]]] = field(default_factory=list)
     records: int = 0
 
 
-def _batches(records: Iterator[Located], seq: int) -> Iterator[_Batch]:
-    """The records checked, as rows to write, ``BATCH_ROWS`` at a time."""
+def _batches(records: Iterable[Located]) -> Iterator[_Batch]:
+    """The records checked, as rows to write, ``BATCH_ROWS`` at a time: a CSV file's rows that
+    create products checked a column at a time where they can be (``csv_new_products``)."""
+    if isinstance(records, CsvRecords):
+        for rows in records.batches(BATCH_ROWS):
+            new = csv_new_products(rows.header, rows.rows)
+            if new is None:
+                yield from _batches_of(rows.records())
+            else:
+                yield _stamped(_Batch(new=new, records=len(new)))
+        return
+    yield from _batches_of(iter(records))
+
+
+def _batches_of(records: Iterator[Located]) -> Iterator[_Batch]:
     batch = _Batch()
     for located in records:
         record = located.record
         try:
             if record.get(ID) is None:
-                batch.new_rows.append(new_product_columns(record))
+                batch.new.append(new_product_columns(record))
             else:
                 batch.changes.append((located, *changed_columns(record)))
         except FieldError as problem:
             raise located.error(problem) from None
         batch.records += 1
         if batch.records == BATCH_ROWS:
-            yield _stamped(batch, seq)
+            yield _stamped(batch)
             batch = _Batch()
     if batch.records:
-        yield _stamped(batch, seq)
+        yield _stamped(batch)
 
 
-def _stamped(batch: _Batch, seq: int) -> _Batch:
-    """``batch`` with its new products' ids, time and change number. One time for the batch,
-    and ids in ascending order: the products keep the file's order in the catalogue's
-    (created_at, id) order. (Their audit rows are written from them: ``import_repository``.)"""
-    now = utcnow()
-    for product_id, row in zip(new_ids("prod", len(batch.new_rows)), batch.new_rows, strict=True):
-        row.update(id=product_id, created_at=now, updated_at=now, change_seq=seq)
+def _stamped(batch: _Batch) -> _Batch:
+    """``batch`` with its new products' ids and time. One time for the batch, and ids in
+    ascending order: the products keep the file's order in the catalogue's (created_at, id)
+    order."""
+    batch.ids = new_ids("prod", len(batch.new))
+    batch.now = utcnow()
     return batch
 
 
@@ -109,7 +131,7 @@ class Importer:
         if self.seq is None:
             self.seq = await repository.next_change(self.conn)
         seq = self.seq
-        batches = _batches(iter(records), seq)
+        batches = _batches(records)
         writing: asyncio.Task[None] | None = None
         bulk: import_repository.BulkLoad | None = None
         done = 0
@@ -122,7 +144,7 @@ class Importer:
                 for located, product_id, columns in batch.changes:
                     await self._update(located, product_id, columns, seq, batch.trail)
                 writing = asyncio.create_task(self._write(batch))
-                self.created += len(batch.new_rows)
+                self.created += len(batch.ids)
                 done += batch.records
                 if progress is not None:
                     progress(done)
@@ -142,8 +164,13 @@ class Importer:
             await import_repository.release(self.conn, bulk)
 
     async def _write(self, batch: _Batch) -> None:
-        actor = (self.actor.type, self.actor.id)
-        await import_repository.copy_in_audited(self.conn, batch.new_rows, actor)
+        if batch.ids:
+            assert self.seq is not None, "taken as the import starts"
+            assert batch.now is not None, "stamped"
+            actor = (self.actor.type, self.actor.id)
+            products = batch.new.columns() | {"id": batch.ids}
+            stamps = {"created_at": batch.now, "updated_at": batch.now, "change_seq": self.seq}
+            await import_repository.copy_in_audited(self.conn, products, stamps, actor)
         await audit.record_many(self.conn, batch.trail)
 
     async def _update(
