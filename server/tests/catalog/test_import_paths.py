@@ -134,7 +134,7 @@ async def imported(db: Database, seq: int) -> dict[str, Any]:
         assert (event.actor_type, event.actor_id) == ("system", "cli")
         assert (event.action, event.target_type) == ("product.create", "product")
         assert event.created_at == row.created_at
-        assert event.changes == audit.created(audited(row._mapping))
+        assert event.changes == audit.created(audited(dict(row._mapping)))
     assert len(trail) == len(rows)
     columns = ("name", "description", "price_minor", "category", "inventory_count")
     return {
