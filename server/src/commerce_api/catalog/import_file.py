@@ -75,33 +75,76 @@ class ImportFile:
         return read_records(self.path.name, io.BufferedReader(self._raw, 1 << 16))
 
 
+@dataclass(frozen=True, slots=True)
+class RowBatch:
+    """Rows of a CSV file as read, each a list of cells under ``header``, and the line each
+    starts on."""
+
+    header: list[str]
+    rows: list[list[str]]
+    lines: list[int]
+
+    def records(self) -> Iterator[Located]:
+        """The rows as records, each checked (the first invalid one raises)."""
+        for line, row in zip(self.lines, self.rows, strict=True):
+            yield Located(f"line {line}", "column", _csv_record(line, self.header, row))
+
+
+class CsvRecords(Iterator[Located]):
+    """The records of a CSV file, one at a time; or, with :meth:`batches`, its rows a batch
+    at a time, unchecked (for rules checked a column at a time: ``import_rules``)."""
+
+    def __init__(self, text: IO[str]) -> None:
+        self.text = text
+        self._records: Iterator[Located] | None = None
+
+    def __next__(self) -> Located:
+        if self._records is None:
+            self._records = (located for batch in self.batches(1) for located in batch.records())
+        return next(self._records)
+
+    def batches(self, size: int) -> Iterator[RowBatch]:
+        """The rows, ``size`` at a time (the last batch fewer), empty lines left out."""
+        reader = csv.reader(self.text, strict=True)
+        try:
+            header = [column.strip() for column in next(reader, [])]
+            for column in header:
+                if column not in FIELDS and column != ID:
+                    known = ", ".join(sorted(FIELDS | {ID}))
+                    raise InvalidImport(f"line 1, column {column}: unknown column (known: {known})")
+            rows: list[list[str]] = []
+            lines: list[int] = []
+            line = reader.line_num + 1
+            for row in reader:
+                if row:
+                    rows.append(row)
+                    lines.append(line)
+                    if len(rows) == size:
+                        yield RowBatch(header, rows, lines)
+                        rows, lines = [], []
+                line = reader.line_num + 1
+            if rows:
+                yield RowBatch(header, rows, lines)
+        except csv.Error as exc:
+            raise InvalidImport(f"line {reader.line_num}: not valid CSV ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidImport(f"the file is not UTF-8 text ({exc.reason})") from None
+
+
 def read_records(name: str, binary: IO[bytes]) -> Iterator[Located]:
-    """The records of an import file named ``name`` (UTF-8, a byte-order mark allowed)."""
+    """The records of an import file named ``name`` (UTF-8, a byte-order mark allowed): a
+    :class:`CsvRecords` for a CSV file."""
     text = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+    if name.lower().endswith(".csv"):
+        return CsvRecords(text)
+    return _json_file_records(text)
+
+
+def _json_file_records(text: IO[str]) -> Iterator[Located]:
     try:
-        if name.lower().endswith(".csv"):
-            yield from csv_records(text)
-        else:
-            yield from json_records(text)
+        yield from json_records(text)
     except UnicodeDecodeError as exc:
         raise InvalidImport(f"the file is not UTF-8 text ({exc.reason})") from None
-
-
-def csv_records(text: IO[str]) -> Iterator[Located]:
-    reader = csv.reader(text, strict=True)
-    try:
-        header = [column.strip() for column in next(reader, [])]
-        for column in header:
-            if column not in FIELDS and column != ID:
-                known = ", ".join(sorted(FIELDS | {ID}))
-                raise InvalidImport(f"line 1, column {column}: unknown column (known: {known})")
-        line = reader.line_num + 1
-        for row in reader:
-            if row:
-                yield Located(f"line {line}", "column", _csv_record(line, header, row))
-            line = reader.line_num + 1
-    except csv.Error as exc:
-        raise InvalidImport(f"line {reader.line_num}: not valid CSV ({exc})") from None
 
 
 def _csv_record(line: int, header: list[str], row: list[str]) -> dict[str, Any]:

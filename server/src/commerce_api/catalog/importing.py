@@ -16,6 +16,7 @@ import contextlib
 import io
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -23,9 +24,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
 from commerce_api.catalog import import_repository, repository
-from commerce_api.catalog.import_file import InvalidImport, Located, read_records
-from commerce_api.catalog.import_rules import ID, FieldError, changed_columns, new_product_columns
-from commerce_api.catalog.service import audited, audited_change
+from commerce_api.catalog.import_file import CsvRecords, InvalidImport, Located, read_records
+from commerce_api.catalog.import_rules import (
+    ID,
+    FieldError,
+    NewProducts,
+    changed_columns,
+    csv_new_products,
+    new_product_columns,
+)
+from commerce_api.catalog.service import audited_change
 from commerce_api.core.ids import new_ids
 from commerce_api.core.timestamps import utcnow
 
@@ -50,45 +58,53 @@ class ImportResult:
 
 @dataclass(slots=True)
 class _Batch:
-    new_rows: list[dict[str, Any]] = field(default_factory=list)
-    trail: list[dict[str, Any]] = field(default_factory=list)  # their audit rows
+    new: NewProducts = field(default_factory=NewProducts)
+    ids: list[str] = field(default_factory=list)  # the new products'
+    now: datetime | None = None  # their created_at and updated_at
+    trail: list[dict[str, Any]] = field(default_factory=list)  # the updates' audit rows
     changes: list[tuple[Located, str, dict[str, Any]]] = field(default_factory=list)
     records: int = 0
 
 
-def _batches(records: Iterator[Located], actor: audit.Actor, seq: int) -> Iterator[_Batch]:
-    """The records checked, as rows to write, ``BATCH_ROWS`` at a time."""
+def _batches(records: Iterable[Located]) -> Iterator[_Batch]:
+    """The records checked, as rows to write, ``BATCH_ROWS`` at a time: a CSV file's rows that
+    create products checked a column at a time where they can be (``csv_new_products``)."""
+    if isinstance(records, CsvRecords):
+        for rows in records.batches(BATCH_ROWS):
+            new = csv_new_products(rows.header, rows.rows)
+            if new is None:
+                yield from _batches_of(rows.records())
+            else:
+                yield _stamped(_Batch(new=new, records=len(new)))
+        return
+    yield from _batches_of(iter(records))
+
+
+def _batches_of(records: Iterator[Located]) -> Iterator[_Batch]:
     batch = _Batch()
     for located in records:
         record = located.record
         try:
             if record.get(ID) is None:
-                batch.new_rows.append(new_product_columns(record))
+                batch.new.append(new_product_columns(record))
             else:
                 batch.changes.append((located, *changed_columns(record)))
         except FieldError as problem:
             raise located.error(problem) from None
         batch.records += 1
         if batch.records == BATCH_ROWS:
-            yield _stamped(batch, actor, seq)
+            yield _stamped(batch)
             batch = _Batch()
     if batch.records:
-        yield _stamped(batch, actor, seq)
+        yield _stamped(batch)
 
 
-def _stamped(batch: _Batch, actor: audit.Actor, seq: int) -> _Batch:
-    """``batch`` with its new products' ids, time and change number, and their audit rows.
-    One time for the batch, and ids in ascending order: the products keep the file's order in
-    the catalogue's (created_at, id) order."""
-    now = utcnow()
-    count = len(batch.new_rows)
-    for product_id, audit_id, row in zip(
-        new_ids("prod", count), new_ids("aud", count), batch.new_rows, strict=True
-    ):
-        row.update(id=product_id, created_at=now, updated_at=now, change_seq=seq)
-        changes = audit.created(audited(row))
-        target = ("product", product_id)
-        batch.trail.append(audit.audit_row(actor, "product.create", target, changes, now, audit_id))
+def _stamped(batch: _Batch) -> _Batch:
+    """``batch`` with its new products' ids and time. One time for the batch, and ids in
+    ascending order: the products keep the file's order in the catalogue's (created_at, id)
+    order."""
+    batch.ids = new_ids("prod", len(batch.new))
+    batch.now = utcnow()
     return batch
 
 
@@ -115,35 +131,46 @@ class Importer:
         if self.seq is None:
             self.seq = await repository.next_change(self.conn)
         seq = self.seq
-        batches = _batches(iter(records), self.actor, seq)
+        batches = _batches(records)
         writing: asyncio.Task[None] | None = None
-        paused: tuple[str, int] | None = None
+        bulk: import_repository.BulkLoad | None = None
         done = 0
         try:
             while (batch := await asyncio.to_thread(next, batches, None)) is not None:
                 if writing is not None:
                     await writing
                 if done == 0 and batch.records == BATCH_ROWS:  # a large import
-                    paused = await import_repository.pause_search_index(self.conn)
+                    bulk = await import_repository.begin_bulk(self.conn)
                 for located, product_id, columns in batch.changes:
                     await self._update(located, product_id, columns, seq, batch.trail)
                 writing = asyncio.create_task(self._write(batch))
-                self.created += len(batch.new_rows)
+                self.created += len(batch.ids)
                 done += batch.records
                 if progress is not None:
                     progress(done)
             if writing is not None:
                 await writing
-            if paused is not None:
-                await import_repository.index_paused_products(self.conn, seq, paused)
+            if bulk is not None:
+                await import_repository.end_bulk(self.conn, seq, bulk)
         except BaseException:
             if writing is not None:  # never leave a write running on the connection
                 with contextlib.suppress(BaseException):
                     await writing
+            if bulk is not None:
+                with contextlib.suppress(Exception):
+                    await import_repository.release(self.conn, bulk)
             raise
+        if bulk is not None:
+            await import_repository.release(self.conn, bulk)
 
     async def _write(self, batch: _Batch) -> None:
-        await import_repository.copy_in(self.conn, batch.new_rows)
+        if batch.ids:
+            assert self.seq is not None, "taken as the import starts"
+            assert batch.now is not None, "stamped"
+            actor = (self.actor.type, self.actor.id)
+            products = batch.new.columns() | {"id": batch.ids}
+            stamps = {"created_at": batch.now, "updated_at": batch.now, "change_seq": self.seq}
+            await import_repository.copy_in_audited(self.conn, products, stamps, actor)
         await audit.record_many(self.conn, batch.trail)
 
     async def _update(

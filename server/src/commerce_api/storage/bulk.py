@@ -8,8 +8,9 @@ general parameter machinery, which costs more than the write itself on the hot l
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,45 @@ async def copy_rows(conn: AsyncConnection, table: Table, rows: Sequence[Mapping[
     records = [getter(row) for row in rows]
     if converters:
         records = [_patched(record, converters) for record in records]
+    if sql is not None:
+        await conn.exec_driver_sql(sql, records)
+        return
+    driver = (await conn.get_raw_connection()).driver_connection
+    assert driver is not None, "a connection in use has its driver's"
+    await driver.copy_records_to_table(table.name, columns=order, records=records)
+
+
+async def copy_columns(
+    conn: AsyncConnection,
+    table: Table,
+    columns: Mapping[str, Sequence[Any]],
+    constants: Mapping[str, Any],
+) -> None:
+    """:func:`copy_rows`, given a column at a time: ``columns``, each a sequence (all of one
+    length), and ``constants``, one value for every row (converted once). The rows are
+    zipped together in C."""
+    names = (*columns, *constants)
+    cache_key = (table.name, id(conn.dialect), names)
+    found = _COPIES.get(cache_key)
+    if found is None:
+        found = _COPIES[cache_key] = _compiled_copy(table, conn.dialect, names)
+    sql, order, _, converters = found
+    convert = dict(converters)
+    in_order: list[Iterable[Any]] = []
+    for index, name in enumerate(order):
+        if name in constants:
+            value = constants[name]
+            if value is not None and index in convert:
+                value = convert[index](value)
+            in_order.append(repeat(value))
+        elif index in convert:
+            in_order.append([None if v is None else convert[index](v) for v in columns[name]])
+        else:
+            in_order.append(columns[name])
+    # A constant's repeat() ends with the columns (of one length: the caller's).
+    records = list(zip(*in_order, strict=False))
+    if not records:
+        return
     if sql is not None:
         await conn.exec_driver_sql(sql, records)
         return
