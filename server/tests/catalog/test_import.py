@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import func, select, text
 
-from commerce_api.catalog import importing, repository
+from commerce_api.catalog import importing, repository, search_repository
 from commerce_api.catalog.import_file import read_records
 from commerce_api.catalog.import_rules import FieldError, changed_columns, new_product_columns
 from commerce_api.catalog.schemas import ProductCreate, ProductUpdate
@@ -52,8 +52,8 @@ async def snapshot(db: Database) -> tuple[Any, ...]:
 
 async def search(conn: Any, word: str) -> set[str]:
     dialect = conn.dialect.name
-    statement = repository.search_ids(dialect)
-    match = repository.search_match(dialect, [word])
+    statement = search_repository.search_ids(dialect)
+    match = search_repository.search_match(dialect, [word])
     return {row[0] for row in (await conn.execute(statement, {"match": match})).all()}
 
 

@@ -24,7 +24,7 @@ from commerce_api.catalog import repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.core.pagination import page
-from commerce_api.readpath import catalog_cache
+from commerce_api.readpath import catalog_cache, change_feed
 from commerce_api.readpath.service import ReadPath
 from commerce_api.readpath.slot_order import SlotOrder
 from commerce_api.storage.db import Database
@@ -262,8 +262,8 @@ async def test_a_large_change_builds_the_index_again(
 ) -> None:
     """A catch-up past ``REBUILD_ABOVE`` products builds anew; until then the lists are read
     from the database (None here), after it from the new index."""
-    monkeypatch.setattr(catalog_cache, "REBUILD_ABOVE", 3)
-    monkeypatch.setattr(catalog_cache, "FEED_PAGE", 2)
+    monkeypatch.setattr(change_feed, "REBUILD_ABOVE", 3)
+    monkeypatch.setattr(change_feed, "FEED_PAGE", 2)
     rows = [product(f"Bulk {i}", i, "books", T0 + timedelta(seconds=i)) for i in range(6)]
     async with db.write() as conn:
         await repository.insert_many(conn, rows)

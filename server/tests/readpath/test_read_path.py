@@ -39,7 +39,7 @@ from commerce_api.accounts import service as accounts
 from commerce_api.accounts.keys import generate_key
 from commerce_api.app.fastlane import FastLane
 from commerce_api.app.services import Services
-from commerce_api.catalog import importing, repository
+from commerce_api.catalog import importing, repository, search_repository
 from commerce_api.catalog import service as catalog_service
 from commerce_api.core.ids import new_id
 from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, page
@@ -424,7 +424,7 @@ async def test_a_search_from_the_snapshot_is_the_databases_page_byte_for_byte(
     read_path = services.read_path
     versions = await read_path.tracker.current()
     for q, category, limit, offset in SNAPSHOT_SEARCHES:
-        words = repository.search_words(q)
+        words = search_repository.search_words(q)
         total, rows = await read_path.reader.search(words, category, sort, limit, offset)
         expected = orjson.dumps(
             page([catalog_service.list_item(row) for row in rows], total, limit, offset)

@@ -19,6 +19,7 @@ from commerce_api.readpath.catalog_index import CatalogIndex
 from commerce_api.readpath.columns import TextColumn
 from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
 from commerce_api.readpath.search_index import build_search, words_of
+from commerce_api.readpath.search_pages import search_window
 
 WORDS = ("usb", "us", "user", "cable", "café", "x1", "x10", "x2", "Über", "lamp")
 QUERIES = (["usb"], ["us"], ["u"], ["x1"], ["x"], ["cable", "us"], ["café"], ["über"], ["zz"])
@@ -168,7 +169,7 @@ def _check(index: CatalogIndex, model: Model, offsets: list[int]) -> None:
         for category in (None, *CATEGORIES):
             for sort in SORTS:
                 for offset in offsets:
-                    slots, total = index.found(matches, category, sort, 5, offset)
+                    slots, total = search_window(index, matches, category, sort, 5, offset)
                     found = [index.ids.text(slot) for slot in slots]
                     assert (found, total) == model.expected(words, category, sort, offset, 5), (
                         words,
@@ -200,7 +201,7 @@ def test_a_deep_page_and_a_first_one_agree_with_a_sort() -> None:
     assert matches is not None
     for sort in SORTS:
         for offset in (0, 7, 1500, 1990):
-            slots, total = index.found(matches, None, sort, 10, offset)
+            slots, total = search_window(index, matches, None, sort, 10, offset)
             assert ([index.ids.text(s) for s in slots], total) == model.expected(
                 ["usb"], None, sort, offset, 10
             )

@@ -26,36 +26,23 @@ from collections.abc import Callable, Iterable
 
 import orjson
 
-from commerce_api.catalog.service import category_item, list_item
-from commerce_api.core.pagination import pagination
+from commerce_api.catalog.service import category_item
 from commerce_api.readpath.catalog_index import CatalogIndex
-from commerce_api.readpath.index_build import (
-    IN_PROCESS_BELOW,
-    Source,
-    build,
-    build_elsewhere,
-    build_search_elsewhere,
-    build_search_here,
-)
+from commerce_api.readpath.change_feed import TooManyChanges, catch_up
+from commerce_api.readpath.index_build import IN_PROCESS_BELOW, Source, build, build_elsewhere
 from commerce_api.readpath.reader import Reader
+from commerce_api.readpath.rendering import RenderedItems, page_body
+from commerce_api.readpath.search_build import SearchBuilds
 from commerce_api.readpath.search_index import REBUILD_ABOVE as SEARCH_REBUILD_ABOVE
+from commerce_api.readpath.search_index import SearchIndex
+from commerce_api.readpath.search_pages import ids_window, search_window
 from commerce_api.storage.freshness import ChangeTracker, Versions
 
 logger = logging.getLogger("commerce_api.readpath")
 
 PAGE_MEMO_BYTES = 4 * 1024 * 1024  # a client walking every page cannot make it grow past this
-ITEM_MEMO_ENTRIES = 20_000  # rendered list items kept (~6 MB)
-FEED_PAGE = 2000  # products read from the change feed at a time
-APPLY_BATCH = 200  # products applied between two returns to the event loop (~5 ms)
-REBUILD_ABOVE = 50_000  # a catch-up past this many products builds the index again instead
 CHEAP_OFFSET = 1000  # a page in creation order up to here is read from the database meanwhile
 BUILD_WAIT_SECONDS = 30.0  # how long a page the database cannot answer cheaply waits for a build
-
-
-def page_body(items: list[bytes], total: int, limit: int, offset: int) -> bytes:
-    """The list response, byte for byte what ``orjson.dumps`` makes of the page dict."""
-    meta = orjson.dumps(pagination(total, limit, offset, len(items)))
-    return b'{"data":[' + b",".join(items) + b'],"pagination":' + meta + b"}"
 
 
 def change_number(stamp: str | None) -> int | None:
@@ -74,12 +61,11 @@ class CatalogCache:
         self._index: CatalogIndex | None = None
         self._stamp: str | None = None  # the catalog stamp the index is known current for
         self._build: asyncio.Task[None] | None = None
-        self._search_build: asyncio.Task[None] | None = None
-        self._search_for: CatalogIndex | None = None  # the index it is built for
+        self._searches = SearchBuilds(reader, source, self._attach_search)
         self._catch_up: asyncio.Task[None] | None = None
         self._pages: dict[tuple[str | None, str, int, int], bytes] = {}
         self._pages_bytes = 0
-        self._items: dict[str, bytes] = {}
+        self._items = RenderedItems(reader)
         self._categories: bytes | None = None
         self.on_rebuilt: Callable[[], None] | None = None  # for tests
 
@@ -179,7 +165,7 @@ class CatalogCache:
         index = await self._current(versions)
         if index is None:
             return None
-        slots, total = index.matches(matched, category, sort, limit, offset)
+        slots, total = ids_window(index, matched, category, sort, limit, offset)
         return page_body(await self._rendered(index, slots), total, limit, offset)
 
     async def search(
@@ -197,63 +183,31 @@ class CatalogCache:
         if index is None or index.search is None:
             return None
         matches = index.search.matches(words)
-        slots, total = index.found(matches, category, sort, limit, offset)
+        slots, total = search_window(index, matches, category, sort, limit, offset)
         return page_body(await self._rendered(index, slots), total, limit, offset)
 
     async def _rendered(self, index: CatalogIndex, slots: list[int]) -> list[bytes]:
         """The list items of ``slots``, from memory or else from their rows."""
-        ids = [index.ids.text(slot) for slot in slots]
-        items = self._items
-        missing = [product_id for product_id in ids if product_id not in items]
-        if missing:
-            applied = index.applied
-            fetched = {row.id: row for row in await self._reader.list_items(missing)}
-            keep = self._index is index and index.applied == applied  # nothing changed since
-            if keep and len(items) + len(fetched) > ITEM_MEMO_ENTRIES:
-                items.clear()
-            rendered = {}
-            for product_id, row in fetched.items():
-                # orjson's bytes are allocated >= 4 KiB whatever their length: a copy to keep
-                # is right-sized (~230 bytes).
-                rendered[product_id] = bytes(memoryview(orjson.dumps(list_item(row))))
-            if keep:
-                items.update(rendered)
-            return [body for i in ids if (body := items.get(i) or rendered.get(i)) is not None]
-        return [items[product_id] for product_id in ids]
+        applied = index.applied
+        return await self._items.of(
+            [index.ids.text(slot) for slot in slots],
+            lambda: self._index is index and index.applied == applied,  # nothing changed
+        )
 
     async def _catching_up(self, index: CatalogIndex) -> None:
         """Apply the change feed after ``index.applied``, up to its end."""
-        # After every product of change ``applied`` (ids are never empty).
-        seq, last_id = index.applied + 1, ""
-        read_to = index.applied
-        count = 0
         try:
-            while rows := await self._reader.changes(seq, last_id, FEED_PAGE):
-                count += len(rows)
-                if count > REBUILD_ABOVE:
-                    logger.info("the catalogue changed in %s+ products: building it again", count)
-                    self._forget()
-                    return
-                for at in range(0, len(rows), APPLY_BATCH):
-                    if at:
-                        await asyncio.sleep(0)
-                    for row in rows[at : at + APPLY_BATCH]:
-                        self._items.pop(row.id, None)
-                        index.apply(row)
-                self._changed()
-                seq, last_id = rows[-1].change_seq, rows[-1].id
-                read_to = seq
-                if len(rows) < FEED_PAGE:
-                    break
+            await catch_up(self._reader, index, self._items.forget, self._changed)
+        except TooManyChanges as exc:
+            logger.info("the catalogue changed in %s+ products: building it again", exc)
+            self._forget()
+            return
         except Exception:
             logger.exception("could not read the catalogue's changes: building it again")
             self._forget()
             return
-        # Every change up to the last one read is complete: the feed is read in (change,
-        # id) order to its end, and a change is visible only whole, after every smaller one.
-        index.applied = max(index.applied, read_to)
         if index.search is not None and index.search.drift() > SEARCH_REBUILD_ABOVE:
-            self._start_search_build(index)
+            self._searches.start(index)
 
     def _changed(self) -> None:
         self._pages.clear()
@@ -291,8 +245,8 @@ class CatalogCache:
         self._start_build()
         if self._build is not None:
             await asyncio.shield(self._build)
-        if search and self._search_build is not None:
-            await asyncio.shield(self._search_build)
+        if search:
+            await self._searches.wait()
 
     async def _building(self) -> None:
         versions = await self._tracker.current()
@@ -316,37 +270,14 @@ class CatalogCache:
         _, count = index.window(None, "created_at", 0, 0)
         logger.info("built the catalogue: %s products in %.1f s", count, time.monotonic() - started)
         self._changed()
-        self._start_search_build(index)
+        self._searches.start(index)
         if self.on_rebuilt is not None:
             self.on_rebuilt()
 
-    def _start_search_build(self, index: CatalogIndex) -> None:
-        """Build ``index``'s search, unless it is being built (one for an index since dropped
-        is given up)."""
-        running = self._search_build
-        if running is not None and not running.done():
-            if self._search_for is index:
-                return
-            running.cancel()
-        self._search_for = index
-        self._search_build = asyncio.create_task(
-            self._building_search(index), name="catalog-search-build"
-        )
-
-    async def _building_search(self, index: CatalogIndex) -> None:
-        """Build ``index``'s search over its slots, then attach it. The words are read after
-        change ``applied`` (perhaps well after): the changes since are applied to it again
-        (the next read catches the index up from ``applied``; applying is idempotent)."""
-        applied = index.applied
-        started = time.monotonic()
-        try:
-            if len(index.ids) < IN_PROCESS_BELOW:
-                search = await build_search_here(self._reader.texts(), index.ids)
-            else:
-                search = await build_search_elsewhere(self._source, index.ids)
-        except Exception:
-            logger.exception("could not build the catalogue's search")
-            return
+    async def _attach_search(self, index: CatalogIndex, search: SearchIndex, applied: int) -> None:
+        """Search ``index`` with ``search``, whose words were read after change ``applied``
+        (perhaps well after): the next read catches the index up from ``applied`` again, so
+        every change since reaches the search too (applying is idempotent)."""
         # No catch-up may run across the swap: it would mark the index current past changes
         # the new search has not seen.
         while self._catch_up is not None and not self._catch_up.done():
@@ -356,9 +287,9 @@ class CatalogCache:
         index.attach(search)
         index.applied = min(index.applied, applied)
         self._stamp = None
-        logger.info("built the catalogue's search in %.1f s", time.monotonic() - started)
 
     async def close(self) -> None:
-        for task in (self._build, self._catch_up, self._search_build):
+        self._searches.cancel()
+        for task in (self._build, self._catch_up):
             if task is not None:
                 task.cancel()

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 from zlib import crc32
 
 from commerce_api.readpath.columns import IdTable, TextColumn
 from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
-from commerce_api.readpath.search_index import Matches, SearchIndex
+from commerce_api.readpath.search_index import SearchIndex
 from commerce_api.readpath.slot_order import SlotOrder
 
 SORT_KEYS = ("created_at", "price", "name")
@@ -185,7 +185,7 @@ class CatalogIndex:
             rebuilt[code, sort] = SlotOrder.loaded(self.key(sort), list(order))
         self.orders = rebuilt
 
-    def _category_bits(self, code: int) -> int:
+    def category_bits(self, code: int) -> int:
         """The category's slots as a bitmap (kept for the last few categories asked, and
         changed with them)."""
         bits = self._category_bitmaps.get(code)
@@ -245,6 +245,10 @@ class CatalogIndex:
             return [], 0
         return order.window(offset, limit, sort.startswith("-")), len(order)
 
+    def category_code(self, category: str, missing: int = -1) -> int:
+        """The code of ``category`` (``missing`` for one no product has had)."""
+        return self._category_codes.get(category, missing)
+
     def categories(self) -> list[tuple[str, int]]:
         """Each category with active products and how many, by name (code point order)."""
         counts = (
@@ -253,84 +257,3 @@ class CatalogIndex:
             if code is not None and sort == "created_at" and len(order)
         )
         return sorted(counts)
-
-    def matches(
-        self, ids: Iterable[str], category: str | None, sort: str, limit: int, offset: int
-    ) -> tuple[list[int], int]:
-        """A page of the slots of ``ids`` (a search's matches) in ``sort`` order, and their
-        number; ids it does not hold (archived, or made since) are left out."""
-        find = self.by_id.find
-        slots = [slot for slot in map(find, ids) if slot is not None]
-        if category is not None:
-            code = self._category_codes.get(category, -1)
-            slots = [slot for slot in slots if self.category[slot] == code]
-        slots.sort(key=self.rank.__getitem__)
-        key = sort.removeprefix("-")
-        if key == "price":
-            slots.sort(key=self.price.__getitem__)  # stable: ties in creation order
-        elif key == "name":
-            slots.sort(key=self.names.get)
-        if sort.startswith("-"):
-            end = max(len(slots) - offset, 0)
-            return slots[max(end - limit, 0) : end][::-1], len(slots)
-        return slots[offset : offset + limit], len(slots)
-
-    def found(
-        self, matches: Matches, category: str | None, sort: str, limit: int, offset: int
-    ) -> tuple[list[int], int]:
-        """A page of a search's ``matches`` in ``sort`` order, and their number.
-
-        Without a category the number is the matches' own; a page near the start is then
-        found by walking the sort's order and keeping the matched slots (for a word in 5 % of
-        the catalogue, 20 items cost ~400 tests). A deep page, or one of a category (whose
-        number needs every match's category anyway), sorts the matches instead."""
-        key = sort.removeprefix("-")
-        reverse = sort.startswith("-")
-        code = None if category is None else self._category_codes.get(category, -1)
-        order = self.orders.get((code, key))
-        if order is None:
-            return [], 0
-        slots: list[int] | None = None
-        if code is not None and isinstance(matches.built, int):
-            # A bitmap: the category's own bitmap takes the others out.
-            changed = {slot for slot in matches.changed if self.category[slot] == code}
-            matches = Matches(matches.built & self._category_bits(code), changed)
-        elif code is not None:
-            slots = [slot for slot in matches.slots() if self.category[slot] == code]
-        total = len(matches) if slots is None else len(slots)
-        need = offset + limit
-        if total == 0 or offset >= total:
-            return [], total
-        if need * len(order) <= 4 * total * total + 4096 * total:
-            return _walk(order, matches, offset, need, reverse), total
-        if slots is None:
-            slots = matches.slots()
-        slots.sort(key=self.rank.__getitem__)
-        if key == "price":
-            slots.sort(key=self.price.__getitem__)  # stable: ties in creation order
-        elif key == "name":
-            slots.sort(key=self.names.get)
-        if reverse:
-            end = total - offset
-            return slots[max(end - limit, 0) : end][::-1], total
-        return slots[offset:need], total
-
-
-def _walk(order: SlotOrder, matches: Matches, offset: int, need: int, reverse: bool) -> list[int]:
-    """The matched slots at positions ``offset`` .. ``need`` of ``order``'s matched ones."""
-    built, changed = matches.member()
-    found: list[int] = []
-    if isinstance(built, bytes):
-        end = len(built) * 8
-        for block in order.blocks(reverse):
-            found += [
-                s for s in block if (s < end and built[s >> 3] >> (s & 7) & 1) or s in changed
-            ]
-            if len(found) >= need:
-                break
-    else:
-        for block in order.blocks(reverse):
-            found += [s for s in block if s in built or s in changed]
-            if len(found) >= need:
-                break
-    return found[offset:need]

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import asyncpg
 import orjson
 
-from commerce_api.catalog import repository
+from commerce_api.catalog import search_repository
 from commerce_api.core.coalescing import Rounds
 from commerce_api.core.timestamps import from_sqlite
 from commerce_api.readpath.rows import (
@@ -139,7 +139,7 @@ class SQLiteReader:
 
     def _search_ids(self, words: list[str]) -> list[str]:
         statement = search_ids_statement("sqlite")
-        values = {"match": repository.search_match("sqlite", words)}
+        values = {"match": search_repository.search_match("sqlite", words)}
         rows = self._search_connection().execute(statement.sql, statement.arguments(values))
         return [product_id for (product_id,) in rows]
 
@@ -263,7 +263,7 @@ class PostgresReader:
 
     async def search_ids(self, words: list[str]) -> list[str]:
         statement = search_ids_statement("postgresql")
-        values = {"match": repository.search_match("postgresql", words)}
+        values = {"match": search_repository.search_match("postgresql", words)}
         with self._db.reachability.waiting():
             rows = await self.pool.fetch(statement.sql, *statement.arguments(values))
         return [row[0] for row in rows]

@@ -1,7 +1,7 @@
 """Search in memory: which slots of the catalogue hold words beginning with each word asked.
 
 A search (``q``) matches a product when every word of it begins a word of the product's name
-or description (``catalog.repository.search_words`` splits both the same way: runs of
+or description (``catalog.search_repository.search_words`` splits both the same way: runs of
 letters and digits, lower-cased). The database's full-text index answers that too, but at a
 million products a word in 5 % of them costs ~0.1 s to list and as much to order; here it is
 a few milliseconds.
@@ -34,7 +34,7 @@ from zlib import crc32
 
 from commerce_api.readpath.columns import TextColumn
 
-WORD = re.compile(r"[^\W_]+")  # as ``catalog.repository.search_words`` splits a search
+WORD = re.compile(r"[^\W_]+")  # as ``catalog.search_repository.search_words`` splits a search
 DENSE_SHARE = 32  # a word in more than 1/32 of the slots is a bitmap
 REBUILD_ABOVE = 50_000  # stale slots past which the owner builds the index again
 

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import orjson
 
 from commerce_api.accounts.service import Principal, key_lookup_hash, principal_from_row
-from commerce_api.catalog.repository import search_words
+from commerce_api.catalog.search_repository import search_words
 from commerce_api.catalog.service import list_item, product_detail
 from commerce_api.core.ids import looks_like
 from commerce_api.core.pagination import page

@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
 from commerce_api.accounts.repository import KEY_BY_HASH
-from commerce_api.catalog import repository
+from commerce_api.catalog import search_repository
 from commerce_api.catalog.repository import (
     ACTIVE_KEYS,
     ACTIVE_KEYS_AFTER,
@@ -81,21 +81,21 @@ _DIALECTS = {"sqlite": _SQLITE, "postgresql": _POSTGRESQL}
 
 @cache
 def search_statements(dialect: str, sort: str, by_category: bool) -> tuple[Prepared, Prepared]:
-    """A search's page and count (``catalog.repository.search_page``, ``search_count``) for
+    """A search's page and count (``catalog.search_repository.search_page``, ``search_count``) for
     ``dialect``'s driver, compiled once per sort and filter."""
-    page = repository.search_page(dialect, sort, by_category)
-    count = repository.search_count(dialect, by_category)
+    page = search_repository.search_page(dialect, sort, by_category)
+    count = search_repository.search_count(dialect, by_category)
     return _prepared(page, _DIALECTS[dialect]), _prepared(count, _DIALECTS[dialect])
 
 
 @cache
 def search_ids_statement(dialect: str) -> Prepared:
-    """``catalog.repository.search_ids`` for ``dialect``'s driver, compiled once."""
-    return _prepared(repository.search_ids(dialect), _DIALECTS[dialect])
+    """``catalog.search_repository.search_ids`` for ``dialect``'s driver, compiled once."""
+    return _prepared(search_repository.search_ids(dialect), _DIALECTS[dialect])
 
 
 def search_values(
     dialect: str, words: list[str], category: str | None, limit: int, offset: int
 ) -> dict[str, Any]:
-    match = repository.search_match(dialect, words)
+    match = search_repository.search_match(dialect, words)
     return {"match": match, "category": category, "limit": limit, "offset": offset}
