@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
-from commerce_api.catalog import repository as catalog
+from commerce_api.catalog import search_repository as catalog_search
 from commerce_api.orders import repository as orders_repository
 from commerce_api.storage import migrations
 from commerce_api.storage.db import Database
@@ -406,8 +406,8 @@ async def test_0009_indexes_the_products_before_it_for_search(empty_database_url
     async def up(conn: AsyncConnection) -> None:
         async def found(q: str) -> list[str]:
             dialect = conn.dialect.name
-            match = catalog.search_match(dialect, catalog.search_words(q))
-            statement = catalog.search_page(dialect, "name", False)
+            match = catalog_search.search_match(dialect, catalog_search.search_words(q))
+            statement = catalog_search.search_page(dialect, "name", False)
             rows = await conn.execute(statement, {"match": match, "limit": 100, "offset": 0})
             return [row.id for row in rows]
 
@@ -441,8 +441,8 @@ async def test_0012_moves_postgresql_words_off_the_products_and_back(
     async def up(conn: AsyncConnection) -> None:
         async def found(q: str) -> list[str]:
             dialect = conn.dialect.name
-            match = catalog.search_match(dialect, catalog.search_words(q))
-            statement = catalog.search_page(dialect, "name", False)
+            match = catalog_search.search_match(dialect, catalog_search.search_words(q))
+            statement = catalog_search.search_page(dialect, "name", False)
             rows = await conn.execute(statement, {"match": match, "limit": 100, "offset": 0})
             return [row.id for row in rows]
 
@@ -485,8 +485,8 @@ async def test_0018_indexes_an_insert_statements_products_at_once(
 
     async def found(conn: AsyncConnection, q: str) -> list[str]:
         dialect = conn.dialect.name
-        match = catalog.search_match(dialect, catalog.search_words(q))
-        statement = catalog.search_page(dialect, "name", False)
+        match = catalog_search.search_match(dialect, catalog_search.search_words(q))
+        statement = catalog_search.search_page(dialect, "name", False)
         rows = await conn.execute(statement, {"match": match, "limit": 100, "offset": 0})
         return [row.id for row in rows]
 
