@@ -349,7 +349,8 @@ async def edit_and_watch(
             while time.monotonic() - edit.answered < VISIBLE_DEADLINE_S:
                 async with in_flight:
                     with contextlib.suppress(httpx.HTTPError):
-                        page = (await client.get(edit.page, headers=read)).json()["data"]
+                        # A refused poll (a baseline's 503) is not the page yet: poll again.
+                        page = (await client.get(edit.page, headers=read)).json().get("data", [])
                         seen = next((p for p in page if p["id"] == edit.product_id), None)
                         if seen is not None and float(seen["price"]) == edit.price:
                             edit.visible_ms = (time.monotonic() - edit.answered) * 1000

@@ -96,12 +96,18 @@ description, which the in-memory search indexes)."""
 ACTIVE_TEXTS = select(products.c.id, products.c.name, products.c.description).where(ACTIVE)
 """Every active product's words, in no order: what the in-memory search is built from."""
 ACTIVE_TEXTS_AFTER = (
-    select(products.c.id, products.c.name, products.c.description)
-    .where(ACTIVE, products.c.id > bindparam("id", type_=String))
-    .order_by(products.c.id)
+    select(products.c.id, products.c.name, products.c.description, products.c.created_at)
+    .where(
+        ACTIVE,
+        tuple_(products.c.created_at, products.c.id)
+        > tuple_(bindparam("created_at", type_=products.c.created_at.type), bindparam("id")),
+    )
+    .order_by(*LIST_ORDER)
     .limit(bindparam("limit", type_=BigInteger))
 )
-"""``ACTIVE_TEXTS`` a page at a time, in id order after ``:id`` (PostgreSQL)."""
+"""``ACTIVE_TEXTS`` a page at a time, in list order after the product ``(:created_at, :id)``
+(PostgreSQL): the active products' index in that order serves each page, whatever the
+planner knows of the table (in id order, a generic plan read the whole index per page)."""
 COUNT_ACTIVE = select(func.count()).select_from(products).where(ACTIVE)
 """How many products are active."""
 LIST_ITEMS_SQLITE = select(*LIST_COLUMNS).where(

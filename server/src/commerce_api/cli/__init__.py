@@ -94,10 +94,10 @@ def serve(host: str, port: int, workers: int, demo: bool, no_dispatcher: bool) -
             "choose another --port"
         ) from None
 
-    async def noop(_db: Database) -> None:
-        return None
-
-    _with_database(noop, settings)  # migrations first: a failure stops before the port is held
+    # Migrations first: a failure stops before the port is held. A database at head is known
+    # to be so without the async engine (``storage.direct``): the workers import it anyway,
+    # this process need not.
+    _apply_migrations(settings)
     base = f"http://{'localhost' if host in {'127.0.0.1', '0.0.0.0'} else host}:{port}"  # noqa: S104
     _note(f"Commerce API ({settings.environment}) on {base}/v1 — reference at {base}/docs")
     sys.stdout.flush()

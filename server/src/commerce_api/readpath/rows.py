@@ -134,13 +134,13 @@ Text = tuple[str, str, str | None]  # a product's id, name and description
 
 
 async def texts_postgresql(conn: asyncpg.Connection) -> AsyncIterator[list[Text]]:
-    """Every active product's words (``Text``), a partition at a time in id order, from one
+    """Every active product's words (``Text``), a partition at a time in list order, from one
     repeatable-read transaction."""
     async with conn.transaction(isolation="repeatable_read", readonly=True):
-        after = ""
-        while rows := await conn.fetch(TEXTS_AFTER_POSTGRESQL, after, TEXT_PARTITION):
+        after: tuple[datetime, str] = (_EARLIEST, "")
+        while rows := await conn.fetch(TEXTS_AFTER_POSTGRESQL, *after, TEXT_PARTITION):
             yield [(row[0], row[1], row[2]) for row in rows]
-            after = rows[-1][0]
+            after = (rows[-1][3], rows[-1][0])
 
 
 async def texts_sqlite(path: str) -> AsyncIterator[list[Text]]:
