@@ -91,6 +91,23 @@ def _row(number: int, text: tuple[str, str, int, int], archived: bool = False) -
     )
 
 
+def built(rows: list[KeyRow]) -> CatalogIndex:
+    """The catalogue index a build makes of ``rows`` (in creation order)."""
+    index = CatalogIndex(0)
+    if rows:
+        index.extend(
+            KeyColumns(
+                [row.id for row in rows],
+                [row.name for row in rows],
+                [row.price_minor for row in rows],
+                [row.category for row in rows],
+                [micros(row.created_at) for row in rows],
+            )
+        )
+    index.finish()
+    return index
+
+
 @settings(max_examples=80, deadline=None, derandomize=True, database=None)
 @given(
     start=st.lists(products, max_size=40),
@@ -110,18 +127,7 @@ def test_searches_match_the_model(
         rows = [_row(number, text) for number, text in enumerate(start)]
         for row in rows:
             model.put(row)
-        index = CatalogIndex(0)
-        if rows:
-            index.extend(
-                KeyColumns(
-                    [row.id for row in rows],
-                    [row.name for row in rows],
-                    [row.price_minor for row in rows],
-                    [row.category for row in rows],
-                    [micros(row.created_at) for row in rows],
-                )
-            )
-        index.finish()
+        index = built(rows)
         # The search is built from texts read before some changes (archived products among
         # them), then those changes are applied again, as a catch-up does after a build.
         texts = [(slot, row.name, row.description) for slot, row in enumerate(rows)]
@@ -185,17 +191,7 @@ def test_a_deep_page_and_a_first_one_agree_with_a_sort() -> None:
     rows = [_row(n, ("usb" if n % 3 else "lamp", "", n % 7, n % 3)) for n in range(3000)]
     for row in rows:
         model.put(row)
-    index = CatalogIndex(0)
-    index.extend(
-        KeyColumns(
-            [row.id for row in rows],
-            [row.name for row in rows],
-            [row.price_minor for row in rows],
-            [row.category for row in rows],
-            [micros(row.created_at) for row in rows],
-        )
-    )
-    index.finish()
+    index = built(rows)
     index.attach(build_search(3000, [(slot, row.name, "") for slot, row in enumerate(rows)]))
     matches = index.search.matches(["usb"]) if index.search else None
     assert matches is not None

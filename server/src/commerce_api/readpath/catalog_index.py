@@ -22,7 +22,7 @@ from zlib import crc32
 
 from commerce_api.readpath.columns import IdTable, TextColumn
 from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
-from commerce_api.readpath.search_index import SearchIndex
+from commerce_api.readpath.search_index import SearchIndex, bitmap
 from commerce_api.readpath.slot_order import SlotOrder
 
 SORT_KEYS = ("created_at", "price", "name")
@@ -192,10 +192,8 @@ class CatalogIndex:
         if bits is None:
             if len(self._category_bitmaps) >= CATEGORY_BITMAPS:
                 self._category_bitmaps.clear()
-            bits = self._category_bitmaps[code] = bytearray((len(self.created) + 7) // 8)
-            for block in self.orders[code, "created_at"].blocks():
-                for slot in block:
-                    bits[slot >> 3] |= 1 << (slot & 7)
+            slots = self.orders[code, "created_at"]
+            bits = self._category_bitmaps[code] = bitmap(slots, len(self.created))
         return int.from_bytes(bits, "little")
 
     def _category_bit(self, code: int, slot: int, on: bool) -> None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import asyncpg
 
@@ -34,6 +35,9 @@ from commerce_api.readpath.rows import (
     texts_sqlite,
 )
 from commerce_api.readpath.search_index import SearchBuilder, SearchIndex
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 IN_PROCESS_BELOW = 50_000  # active products: below, built in the serving process (< ~0.5 s)
 
@@ -60,30 +64,46 @@ async def build(columns: AsyncIterator[KeyColumns], applied: int) -> CatalogInde
 
 async def build_elsewhere(source: Source, applied: int) -> CatalogIndex:
     """``build`` in a child process (see the module's docstring)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        future = pool.submit(_build_in_child, source, applied)
-        return await asyncio.wrap_future(future)
+    return await _in_child(_build_in_child, source, applied)
 
 
 def _build_in_child(source: Source, applied: int) -> CatalogIndex:
+    columns = _read(source, key_columns_sqlite, key_columns_postgresql)
+    return asyncio.run(build(columns, applied))
+
+
+async def _in_child(work: Callable[..., T], *arguments: object) -> T:
+    """``work(*arguments)`` in a spawned child process, which exits after it."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=1, mp_context=context, initializer=_without_cycle_collection
+    ) as pool:
+        return await asyncio.wrap_future(pool.submit(work, *arguments))
+
+
+def _without_cycle_collection() -> None:
     # A short-lived process that makes no reference cycles worth collecting: without the
     # cyclic garbage collector, whose passes over the million rows' tuples as they come would
     # double the build's time.
     gc.disable()
-    return asyncio.run(build(_columns(source), applied))
 
 
-async def _columns(source: Source) -> AsyncIterator[KeyColumns]:
+async def _read(
+    source: Source,
+    from_sqlite: Callable[[str], AsyncIterator[R]],
+    from_postgresql: Callable[[asyncpg.Connection], AsyncIterator[R]],
+) -> AsyncIterator[R]:
+    """The partitions a reader gives from ``source``'s database (PostgreSQL: on a connection
+    of its own, closed after)."""
     if source.sqlite_path is not None:
-        async for partition in key_columns_sqlite(source.sqlite_path):
+        async for partition in from_sqlite(source.sqlite_path):
             yield partition
         return
     assert source.dsn is not None
     options = {"statement_cache_size": 0} if source.pooled else {}
     connection = await asyncpg.connect(source.dsn, **options)
     try:
-        async for partition in key_columns_postgresql(connection):
+        async for partition in from_postgresql(connection):
             yield partition
     finally:
         await connection.close()
@@ -109,27 +129,9 @@ async def build_search_here(texts: AsyncIterator[list[Text]], ids: TextColumn) -
 
 async def build_search_elsewhere(source: Source, ids: TextColumn) -> SearchIndex:
     """``build_search_here`` in a child process (see the module's docstring)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        future = pool.submit(_search_in_child, source, ids)
-        return await asyncio.wrap_future(future)
+    return await _in_child(_search_in_child, source, ids)
 
 
 def _search_in_child(source: Source, ids: TextColumn) -> SearchIndex:
-    gc.disable()
-    return asyncio.run(build_search_here(_texts(source), ids))
-
-
-async def _texts(source: Source) -> AsyncIterator[list[Text]]:
-    if source.sqlite_path is not None:
-        async for partition in texts_sqlite(source.sqlite_path):
-            yield partition
-        return
-    assert source.dsn is not None
-    options = {"statement_cache_size": 0} if source.pooled else {}
-    connection = await asyncpg.connect(source.dsn, **options)
-    try:
-        async for partition in texts_postgresql(connection):
-            yield partition
-    finally:
-        await connection.close()
+    texts = _read(source, texts_sqlite, texts_postgresql)
+    return asyncio.run(build_search_here(texts, ids))

@@ -48,17 +48,23 @@ def text_hash(name: str, description: str | None) -> int:
     return crc32(f"{name}\x00{description or ''}".encode())
 
 
-def _bitmap(slots: Iterable[int], size: int) -> bytes:
+def bitmap(slots: Iterable[int], size: int) -> bytearray:
+    """``slots`` (each below ``size``) as a bitmap: bit ``slot % 8`` of byte ``slot // 8``."""
     bits = bytearray((size + 7) // 8)
     for slot in slots:
         bits[slot >> 3] |= 1 << (slot & 7)
-    return bytes(bits)
+    return bits
+
+
+def _as_bytes(bits: int) -> bytes:
+    """A bitmap held as an int, as bytes (the order ``bitmap`` writes), for tests by slot."""
+    return bits.to_bytes((bits.bit_length() + 7) // 8 or 1, "little")
 
 
 def _bit_slots(bits: int) -> list[int]:
     """The positions of the bits set in ``bits``, ascending."""
     found: list[int] = []
-    data = bits.to_bytes((bits.bit_length() + 7) // 8 or 1, "little")
+    data = _as_bytes(bits)
     for match in _NONZERO.finditer(data):
         at = match.start() * 8
         for byte in match.group():
@@ -102,7 +108,7 @@ class Matches:
             assert isinstance(self.built, set)
             return self.built, self.changed
         if self._bytes is None:
-            self._bytes = self._bits.to_bytes((self._bits.bit_length() + 7) // 8 or 1, "little")
+            self._bytes = _as_bytes(self._bits)
         return self._bytes, self.changed
 
 
@@ -218,7 +224,7 @@ class SearchIndex:
         if not bits:
             return found
         if found:
-            bits |= int.from_bytes(_bitmap(found, self.size), "little")
+            bits |= int.from_bytes(bitmap(found, self.size), "little")
         return bits
 
     def _held(self, word: str) -> set[int]:
@@ -239,7 +245,7 @@ def _intersect(one: int | set[int], other: int | set[int]) -> set[int]:
     small, bits = (one, other) if isinstance(one, set) else (other, one)
     assert isinstance(small, set)
     assert isinstance(bits, int)
-    data = bits.to_bytes((bits.bit_length() + 7) // 8 or 1, "little")
+    data = _as_bytes(bits)
     end = len(data) * 8
     return {slot for slot in small if slot < end and data[slot >> 3] >> (slot & 7) & 1}
 
@@ -254,10 +260,9 @@ class SearchBuilder:
         self._hashes = array("I", bytes(4 * size))
 
     def add(self, slot: int, name: str, description: str | None) -> None:
-        text = f"{name} {description or ''}"
         self._hashes[slot] = text_hash(name, description)
         holders = self._holders
-        for word in set(WORD.findall(text.lower())):
+        for word in words_of(name, description):
             holders[word].append(slot)
 
     def finish(self) -> SearchIndex:
@@ -273,7 +278,7 @@ class SearchBuilder:
             slots = holders.pop(word)
             starts.append(len(postings))
             if len(slots) > dense_above:
-                dense[at] = _bitmap(slots, size)
+                dense[at] = bytes(bitmap(slots, size))
             else:
                 slots.sort()
                 postings.extend(slots)
