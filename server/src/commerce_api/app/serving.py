@@ -71,11 +71,11 @@ def granian_options(settings: Settings, host: str, port: int, workers: int) -> d
         # HTTP/1.1 only: what nginx speaks to its upstreams, and what the limits above cover.
         "http": HTTPModes.http1,
         # Each worker's I/O on granian's default runtime: one thread. Two single-threaded
-        # runtimes measured ~12 % faster on stop 36's machine (reads, one worker pinned to one
-        # core: ~40 -> ~35 µs of CPU a request), but ~18 % slower on stop 37's, another 2-core
-        # machine of the same kind (7 paired runs: 78 vs 95 µs a read; orders within noise):
-        # a second I/O thread pays off only where a thread switch is cheap, and costs where it
-        # is not. The default is the safer bet (docs/performance.md, issue 30).
+        # runtimes measured ~12 % faster on one 2-core machine (reads, one worker pinned to
+        # one core: ~40 -> ~35 µs of CPU a request), but ~18 % slower on another of the same
+        # kind (7 paired runs: 78 vs 95 µs a read; orders within noise): a second I/O thread
+        # pays off only where a thread switch is cheap, and costs where it is not. The
+        # default is the safer bet.
         "runtime_mode": RuntimeModes.mt,
         "runtime_threads": RUNTIME_THREADS,
         "http1_settings": http1,
@@ -166,7 +166,7 @@ def schedule_as_batch() -> None:
     twice a request. ``SCHED_BATCH`` is the policy sched(7) names for "a deterministic
     scheduling policy without interactivity causing extra preemptions (between the workload's
     tasks)": the woken thread waits for the running one to block, which then hands over many
-    requests at once. Measured on one pinned worker (docs/performance.md, stop 39): 2.1 -> 0.1
+    requests at once. Measured on one pinned worker (docs/performance.md): 2.1 -> 0.1
     context switches a request, server CPU 25 -> 13.5 µs a request for a constant answer. It
     gives no priority over other processes (the same nice level); other processes' wake-ups
     still preempt ours. Called in each worker before granian starts its threads (which inherit
