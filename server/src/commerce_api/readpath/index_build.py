@@ -6,10 +6,10 @@ several seconds of CPU and, for a moment, a few hundred megabytes of Python obje
 keys). In the serving process that would hold its event loop (requests waiting seconds at
 start) and leave its memory fragmented well above what the finished index needs. So past
 ``IN_PROCESS_BELOW`` active products the build runs in a child process (the standard library's
-``ProcessPoolExecutor`` with the ``spawn`` start method: nothing of the server's threads or
+``multiprocessing.Process`` with the ``spawn`` start method: nothing of the server's threads or
 connections is inherited), on the machine's other core, while the server answers lists from
-the database; the child sends back only the finished index's compact arrays (pickled: ~100
-bytes per product) and exits, its memory returned with it.
+the database; the child sends back only the finished index's compact arrays (pickled through
+a pipe: ~100 bytes per product) and exits, its memory returned with it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import asyncio
 import gc
 import multiprocessing
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import TypeVar, cast
 
 import asyncpg
 
@@ -73,19 +74,49 @@ def _build_in_child(source: Source, applied: int) -> CatalogIndex:
 
 
 async def _in_child(work: Callable[..., T], *arguments: object) -> T:
-    """``work(*arguments)`` in a spawned child process, which exits after it."""
+    """``work(*arguments)`` in a spawned child process, which exits after it. Cancelled (a
+    build given up, or the server stopping), the child is terminated at once: a process pool
+    would wait for it to finish, holding the event loop for the rest of the build."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=1, mp_context=context, initializer=_without_cycle_collection
-    ) as pool:
-        return await asyncio.wrap_future(pool.submit(work, *arguments))
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_run_child, args=(sending, work, arguments), name="commerce-api-build", daemon=True
+    )
+    child.start()
+    sending.close()  # the child's end: this process keeps only its own
+    try:
+        return cast("T", await asyncio.to_thread(_receive, receiving, child))
+    finally:
+        if child.is_alive():
+            child.terminate()  # its end of the pipe closes: the receiving thread returns too
+        await asyncio.to_thread(child.join)
+        receiving.close()
 
 
-def _without_cycle_collection() -> None:
+def _run_child(sending: Connection, work: Callable[..., object], arguments: tuple[object]) -> None:
     # A short-lived process that makes no reference cycles worth collecting: without the
     # cyclic garbage collector, whose passes over the million rows' tuples as they come would
     # double the build's time.
     gc.disable()
+    try:
+        result: tuple[bool, object] = (True, work(*arguments))
+    except Exception as exc:  # given to the parent, which raises it
+        result = (False, exc)
+    sending.send(result)
+    sending.close()
+
+
+def _receive(receiving: Connection, child: BaseProcess) -> object:
+    try:
+        ok, value = receiving.recv()
+    except EOFError:
+        child.join()
+        raise ChildProcessError(
+            f"the build's process ended without a result (exit code {child.exitcode})"
+        ) from None
+    if not ok:
+        raise value
+    return value
 
 
 async def _read(
