@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
+from commerce_api.core.processes import die_with_parent
 from commerce_api.observability import MULTIPROC_DIR_VARIABLE
 from commerce_api.observability.logging import logging_config
 from commerce_api.settings import Settings
@@ -123,7 +123,7 @@ def served_app() -> ASGIApp:
     threads under the scheduling the settings ask for."""
     from commerce_api.app.factory import create_app
 
-    _die_with_parent()
+    die_with_parent()  # a SIGKILLed serve (by hand, an OOM kill) leaves no worker behind
     _give_back_large_frees()
     settings = Settings()
     return in_worker(guarded(create_app(settings), settings), settings)
@@ -177,21 +177,6 @@ def schedule_as_batch() -> None:
     # Not permitted here (a restricted container, say): the default stays.
     with suppress(OSError):
         os.sched_setscheduler(0, policy, os.sched_param(0))
-
-
-_PR_SET_PDEATHSIG = 1  # prctl(2)
-
-
-def _die_with_parent() -> None:
-    """A worker is killed with its ``serve`` process (Linux): a SIGKILLed ``serve`` (by hand,
-    or an OOM kill) leaves no worker holding the port and the requests it had. A graceful stop
-    never needs it: granian stops its workers first."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 _M_MMAP_THRESHOLD = -3  # mallopt(3)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -25,6 +26,7 @@ from typing import TypeVar, cast
 
 import asyncpg
 
+from commerce_api.core.processes import die_with_parent
 from commerce_api.readpath.catalog_index import CatalogIndex
 from commerce_api.readpath.columns import TextColumn
 from commerce_api.readpath.rows import (
@@ -80,7 +82,10 @@ async def _in_child(work: Callable[..., T], *arguments: object) -> T:
     context = multiprocessing.get_context("spawn")
     receiving, sending = context.Pipe(duplex=False)
     child = context.Process(
-        target=_run_child, args=(sending, work, arguments), name="commerce-api-build", daemon=True
+        target=_run_child,
+        args=(os.getpid(), sending, work, arguments),
+        name="commerce-api-build",
+        daemon=True,
     )
     child.start()
     sending.close()  # the child's end: this process keeps only its own
@@ -93,7 +98,10 @@ async def _in_child(work: Callable[..., T], *arguments: object) -> T:
         receiving.close()
 
 
-def _run_child(sending: Connection, work: Callable[..., object], arguments: tuple[object]) -> None:
+def _run_child(
+    parent: int, sending: Connection, work: Callable[..., object], arguments: tuple[object]
+) -> None:
+    die_with_parent(parent)  # a killed worker leaves no build running on
     # A short-lived process that makes no reference cycles worth collecting: without the
     # cyclic garbage collector, whose passes over the million rows' tuples as they come would
     # double the build's time.
