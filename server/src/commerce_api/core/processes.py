@@ -21,4 +21,4 @@ def die_with_parent(parent: int | None = None) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent is not None and os.getppid() != parent:
-        os._exit(1)
+        sys.exit(1)  # multiprocessing ends the child with this status
