@@ -283,7 +283,7 @@ async def test_a_large_catalogue_is_built_in_a_child_process(
 ) -> None:
     """Past ``IN_PROCESS_BELOW`` products the build runs in a spawned process and sends the
     index back, then its search the same way: the same pages and searches, the same lookups
-    by id (a hash that is not seeded per process), and changes applied to them afterwards."""
+    by id (the ids sorted, no hash seeded per process), and changes applied to them afterwards."""
     monkeypatch.setattr(catalog_cache, "IN_PROCESS_BELOW", 0)
     rows = [
         product(f"Child {i}", 97 - i, CATEGORIES[i % 3], T0 + timedelta(seconds=i))

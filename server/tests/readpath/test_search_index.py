@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from commerce_api.readpath import search_index
 from commerce_api.readpath.catalog_index import CatalogIndex
-from commerce_api.readpath.columns import TextColumn
+from commerce_api.readpath.columns import IdTable, TextColumn
 from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
 from commerce_api.readpath.search_index import build_search, words_of
 from commerce_api.readpath.search_pages import search_window
@@ -224,3 +224,30 @@ def test_a_text_column_is_a_list_of_texts(steps: list[tuple[bool, int, str]]) ->
         assert len(column) == len(model)
         assert [column.text(slot) for slot in range(len(model))] == model
         assert [column.get(slot) for slot in range(len(model))] == [t.encode() for t in model]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    ids=st.lists(st.text("abcdé", min_size=1, max_size=4), unique=True, max_size=40),
+    steps=st.lists(st.tuples(st.booleans(), st.integers(0, 60)), max_size=20),
+)
+def test_an_id_table_finds_every_slot_by_its_id(
+    ids: list[str], steps: list[tuple[bool, int]]
+) -> None:
+    """A build's ids in any order (not only id order), then some dropped and others added."""
+    column = TextColumn()
+    table = IdTable(column, column.extend(ids))
+    model = {product_id: slot for slot, product_id in enumerate(ids)}
+    for add, pick in steps:
+        if add:
+            product_id = f"new{pick}"
+            if product_id not in model:
+                column.append(product_id)
+                model[product_id] = len(column) - 1
+                table.add(product_id, model[product_id])
+        elif model:
+            product_id = sorted(model)[pick % len(model)]
+            table.drop(product_id)
+            del model[product_id]
+        for product_id in [*ids, *(f"new{n}" for n in range(61)), "zz", ""]:
+            assert table.find(product_id) == model.get(product_id)

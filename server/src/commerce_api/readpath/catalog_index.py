@@ -18,7 +18,6 @@ from array import array
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
-from zlib import crc32
 
 from commerce_api.readpath.columns import IdTable, TextColumn
 from commerce_api.readpath.rows import KeyColumns, KeyRow, micros
@@ -49,8 +48,8 @@ class CatalogIndex:
         self.dead: set[int] = set()  # the slots of archived products
         self._category_bitmaps: dict[int, bytearray] = {}  # a few categories' (``found``)
         self.search: SearchIndex | None = None  # its words, once built (``attach``)
-        # A build's, until ``finish``: each slot's id's CRC-32 and name's bytes.
-        self._id_hashes = array("I")
+        # A build's, until ``finish``: each slot's id's and name's bytes.
+        self._id_keys: list[bytes] = []
         self._name_keys: list[bytes] = []
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -92,7 +91,7 @@ class CatalogIndex:
         ranks in that order. Found by id and ordered once every one is in (``finish``)."""
         ids, names, prices, categories, created = columns
         start = len(self.created)
-        self._id_hashes.extend(map(crc32, self.ids.extend(ids)))
+        self._id_keys += self.ids.extend(ids)
         self._name_keys += self.names.extend(names)
         self.price.extend(prices)
         self.created.extend(created)
@@ -105,7 +104,7 @@ class CatalogIndex:
         """Every slot found by its id, and every order: the end of a build. Each step is a
         sort or a pass done by the standard library's C code, never a Python loop over the
         products (a million of them: ~1 s a loop)."""
-        self.by_id = IdTable(self.ids, self._id_hashes)
+        self.by_id = IdTable(self.ids, self._id_keys)
         count = len(self.created)
         by_creation = range(count)
         # Stable sorts of slots in creation order: ties stay in creation order.
@@ -114,7 +113,7 @@ class CatalogIndex:
             "price": sorted(by_creation, key=self.price.__getitem__),
             "name": sorted(by_creation, key=self._name_keys.__getitem__),
         }
-        self._id_hashes, self._name_keys = array("I"), []
+        self._id_keys, self._name_keys = [], []
         counts = sorted(Counter(self.category).items())
         for sort, slots in orders.items():
             key = self.key(sort)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
-from zlib import crc32
 
 
 class TextColumn:
@@ -93,23 +92,21 @@ class TextColumn:
 
 
 class IdTable:
-    """Slot by product id. The ids a build found are two arrays sorted by the CRC-32 of the
-    id: a bisection finds the hash, and the few slots that have it compare their ids. Ids
-    added since are in a dict; dropped ones are remembered by slot (a slot is never reused).
-    CRC-32, not Python's ``hash``: that is seeded per process, and a build made in another
-    process (``index_build``) is used in this one."""
+    """Slot by product id. The slots a build found are kept sorted by their ids (the ids
+    column's bytes, which order as the texts do): a bisection over them compares ids. Ids added
+    since are in a dict; dropped ones are remembered by slot (a slot is never reused).
 
-    __slots__ = ("_added", "_dropped", "_hashes", "_ids", "_slots")
+    A build's slots come in list order, which is nearly always id order too (an id begins with
+    its creation time: ``core.ids``), so sorting them is a pass that finds them in order."""
 
-    def __init__(self, ids: TextColumn, hashes: array[int] | None = None) -> None:
-        """``hashes``: each slot's id's CRC-32, for every slot of ``ids``."""
+    __slots__ = ("_added", "_dropped", "_ids", "_slots")
+
+    def __init__(self, ids: TextColumn, keys: Sequence[bytes] = ()) -> None:
+        """``keys``: each slot's id's bytes, for every slot of ``ids``."""
         self._ids = ids
         self._added: dict[str, int] = {}
         self._dropped: set[int] = set()
-        hashes = array("I") if hashes is None else hashes
-        order = sorted(range(len(hashes)), key=hashes.__getitem__)
-        self._slots = array("i", order)
-        self._hashes = array("I", map(hashes.__getitem__, order))
+        self._slots = array("i", sorted(range(len(keys)), key=keys.__getitem__))
 
     def find(self, product_id: str) -> int | None:
         slot = self._added.get(product_id)
@@ -119,15 +116,14 @@ class IdTable:
 
     def _built(self, product_id: str) -> int | None:
         wanted = product_id.encode()
-        hashed = crc32(wanted)
-        hashes, slots, ids = self._hashes, self._slots, self._ids
-        at = bisect_left(hashes, hashed)
-        while at < len(hashes) and hashes[at] == hashed:
-            slot = slots[at]
-            if slot not in self._dropped and ids.get(slot) == wanted:
-                return slot
-            at += 1
-        return None
+        slots, get = self._slots, self._ids.get
+        at = bisect_left(slots, wanted, key=get)
+        if at == len(slots):
+            return None
+        slot = slots[at]
+        if slot in self._dropped or get(slot) != wanted:
+            return None
+        return slot
 
     def add(self, product_id: str, slot: int) -> None:
         """Add ``slot`` (not here yet) under ``product_id``."""
