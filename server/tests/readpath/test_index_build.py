@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from commerce_api.readpath.index_build import _in_child
+from commerce_api.readpath.index_build import BUILD_NICENESS, _in_child
 
 
 async def test_the_childs_result_comes_back() -> None:
     assert await _in_child(operator.add, 40, 2) == 42
+
+
+async def test_the_child_yields_the_core_to_the_worker() -> None:
+    assert await _in_child(os.nice, 0) == min(os.nice(0) + BUILD_NICENESS, 19)
 
 
 async def test_the_childs_error_is_raised_here() -> None:
@@ -57,7 +61,7 @@ async def test_a_cancelled_build_ends_at_once_and_its_process_with_it() -> None:
 
 PARENT = """
 import asyncio, multiprocessing, time
-from commerce_api.readpath.index_build import _in_child
+from commerce_api.readpath.index_build import BUILD_NICENESS, _in_child
 
 async def main():
     building = asyncio.create_task(_in_child(time.sleep, 60))

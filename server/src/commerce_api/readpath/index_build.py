@@ -43,6 +43,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 IN_PROCESS_BELOW = 50_000  # active products: below, built in the serving process (< ~0.5 s)
+# A build's process runs at this nice(2) value above the worker's: a worker that shares its core
+# with a build (one pinned to a core, or a host with every core busy) answers requests first,
+# and the build has what they leave. On an idle core the build runs at full speed all the same.
+BUILD_NICENESS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,7 @@ def _run_child(
     parent: int, sending: Connection, work: Callable[..., object], arguments: tuple[object]
 ) -> None:
     die_with_parent(parent)  # a killed worker leaves no build running on
+    os.nice(BUILD_NICENESS)
     # A short-lived process that makes no reference cycles worth collecting: without the
     # cyclic garbage collector, whose passes over the million rows' tuples as they come would
     # double the build's time.
