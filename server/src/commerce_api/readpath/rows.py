@@ -73,6 +73,7 @@ KEY_PARTITION = 5000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = _EPOCH.replace(tzinfo=None)  # SQLite's texts are UTC without a zone
 _MICROSECOND = timedelta(microseconds=1)
+_MICROS = repeat(_MICROSECOND)  # the divisor of ``micros``, for ``map``
 
 
 def micros(moment: datetime) -> int:
@@ -101,7 +102,8 @@ async def key_columns_postgresql(conn: asyncpg.Connection) -> AsyncIterator[KeyC
         after: tuple[datetime, str] = (_EARLIEST, "")
         while rows := await conn.fetch(KEYS_AFTER_POSTGRESQL, *after, KEY_PARTITION):
             ids, names, prices, categories, created = zip(*rows, strict=True)
-            yield KeyColumns(ids, names, prices, categories, [micros(c) for c in created])
+            since = map(sub, created, repeat(_EPOCH))  # in C code, as on SQLite
+            yield KeyColumns(ids, names, prices, categories, list(map(floordiv, since, _MICROS)))
             after = (created[-1], ids[-1])
 
 
@@ -119,7 +121,7 @@ def _all_sqlite_micros(moments: list[datetime]) -> list[int]:
     (a third of the time of a Python call each, at a million rows) while none has a zone."""
     try:
         since = map(sub, moments, repeat(_NAIVE_EPOCH))
-        return list(map(floordiv, since, repeat(_MICROSECOND)))
+        return list(map(floordiv, since, _MICROS))
     except TypeError:  # a zone: each on its own
         return [_sqlite_micros(moment) for moment in moments]
 
