@@ -142,7 +142,8 @@ class ServerGuardMiddleware:
         if refused is not None:
             await send_refusal(scope, send, *refused)
             return
-        address = client_address(scope)
+        client = scope.get("client")  # http.context.client_address, on every request's path
+        address = str(client[0]) if client else ""
         in_flight = self.in_flight
         count = in_flight.get(address, 0)
         if count >= self.max_requests_per_client:

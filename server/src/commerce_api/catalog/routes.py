@@ -19,7 +19,7 @@ from commerce_api.catalog.schemas import (
     ProductSort,
     ProductUpdate,
 )
-from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, clamp
+from commerce_api.core.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from commerce_api.http import idempotency
 from commerce_api.http.context import RequestContext
 from commerce_api.http.dependencies import (
@@ -121,7 +121,7 @@ async def list_products(
 
     List items omit `inventory_count` and `updated_at`; read one product for those.
     """
-    limit = clamp(limit)
+    limit = min(limit, MAX_PAGE_SIZE)  # clamped, as every list's limit (core.pagination)
     if q is not None:
         return RenderedJSON(await services.read_path.search(ctx, q, category, sort, limit, offset))
     cached = await services.read_path.page(ctx, category, limit, offset, sort)
