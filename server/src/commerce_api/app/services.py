@@ -73,6 +73,7 @@ async def open_services(settings: Settings) -> Services:
         settings.database_url,
         deadlines=database_deadlines(settings),
         listen_url=settings.database_listen_url,
+        background_checkpoints=True,  # SQLite: no request pays for a checkpoint
     )
     for name, value in (await db.unapplied_settings()).items():
         logger.warning(

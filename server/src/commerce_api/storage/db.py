@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from commerce_api.core import tracing
 from commerce_api.storage import commit_listeners
+from commerce_api.storage.checkpoints import WalCheckpointer
 from commerce_api.storage.connecting import SERVER_SETTINGS, ping_when_idle, postgres_connect_args
 from commerce_api.storage.deadlines import (
     UNBOUNDED_SQLITE_BUSY_SECONDS,
@@ -46,6 +47,8 @@ _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate`
 
 
 class Database:
+    _checkpointer: WalCheckpointer | None = None
+    _autocheckpoint = True
     """``deadlines``: how long the service waits for the database (``storage.deadlines``); the
     app passes the settings' (``app.services``). Without them (operator tools, tests), waits are
     unbounded, but for SQLite's busy timeout of 30 s.
@@ -53,7 +56,10 @@ class Database:
     ``listen_url``: where the change notifications are listened for (``freshness``), when
     ``url`` goes through a pooler (``?pooler=pgbouncer``): LISTEN needs a session of its own,
     which only a direct connection to PostgreSQL gives. Without it, a pooled database has no
-    listener (every request then reads the change stamps; nothing is cached)."""
+    listener (every request then reads the change stamps; nothing is cached).
+
+    ``background_checkpoints`` (SQLite; the serving process's): commits never checkpoint the
+    write-ahead log, a thread does (``storage.checkpoints``)."""
 
     def __init__(
         self,
@@ -62,6 +68,7 @@ class Database:
         pool_size: int = 10,
         deadlines: Deadlines | None = None,
         listen_url: str | None = None,
+        background_checkpoints: bool = False,
     ) -> None:
         self.url = async_url(url)
         self.backend = self.url.get_backend_name()
@@ -84,8 +91,14 @@ class Database:
                 connect_args={"timeout": self.busy_seconds},
                 json_serializer=json_text,
             )
-            configure_sqlite_engine(self.engine.sync_engine, self.busy_seconds)
+            self._autocheckpoint = not background_checkpoints
+            configure_sqlite_engine(
+                self.engine.sync_engine, self.busy_seconds, self._autocheckpoint
+            )
             write_options[BUSY_TIMEOUT_MS] = milliseconds(self.busy_seconds)
+            if background_checkpoints:
+                self._checkpointer = WalCheckpointer(self.sqlite_path)
+                self._checkpointer.start()
         else:
             connect_args = postgres_connect_args(self.pooler is not None, deadlines)
             bounded: dict[str, Any] = {"connect_args": connect_args}
@@ -232,7 +245,10 @@ class Database:
         async with self._writers.turn(deadline):
             if self._batch_writer is None:
                 self._batch_writer = SQLiteBatchWriter(
-                    self.url, json_serializer=json_text, busy_seconds=self.busy_seconds
+                    self.url,
+                    json_serializer=json_text,
+                    busy_seconds=self.busy_seconds,
+                    autocheckpoint=self._autocheckpoint,
                 )
             wait = self.busy_seconds
             if deadline is not None:
@@ -260,6 +276,9 @@ class Database:
             return await conn.run_sync(upgrade_to_head)
 
     async def dispose(self) -> None:
+        if self._checkpointer is not None:
+            await asyncio.to_thread(self._checkpointer.stop)
+            self._checkpointer = None
         await self.engine.dispose()
         if self._batch_writer is not None:
             await self._batch_writer.dispose()

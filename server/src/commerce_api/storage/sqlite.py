@@ -53,20 +53,26 @@ SQLITE_JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 1000
 
 
-def configure_sqlite_connection(conn: Any, busy_seconds: float) -> None:
+def configure_sqlite_connection(
+    conn: Any, busy_seconds: float, autocheckpoint: bool = True
+) -> None:
     """The settings of every connection this process opens on the file (the engine's and the
     order writer's): ``conn`` is a DB-API connection or cursor. The file is in WAL mode already
     (see :func:`_ensure_wal`). ``busy_seconds``: how long a write waits for another process's
-    lock before "database is locked" (``Deadlines.lock``; a 503 with ``Retry-After``)."""
+    lock before "database is locked" (``Deadlines.lock``; a 503 with ``Retry-After``).
+    ``autocheckpoint`` False: its commits never checkpoint (``storage.checkpoints`` does)."""
     # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute(f"PRAGMA busy_timeout={max(1, round(busy_seconds * 1000))}")
     conn.execute(f"PRAGMA journal_size_limit={SQLITE_JOURNAL_SIZE_LIMIT_BYTES}")
-    conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
+    pages = SQLITE_WAL_AUTOCHECKPOINT_PAGES if autocheckpoint else 0
+    conn.execute(f"PRAGMA wal_autocheckpoint={pages}")
 
 
-def configure_sqlite_engine(engine: Engine, busy_seconds: float) -> None:
+def configure_sqlite_engine(
+    engine: Engine, busy_seconds: float, autocheckpoint: bool = True
+) -> None:
     """Set up each connection ``engine`` opens on the file, and begin its transactions
     ourselves: ``BEGIN IMMEDIATE`` under the :data:`BEGIN_IMMEDIATE` option, else ``BEGIN``;
     under the :data:`BUSY_TIMEOUT_MS` option, with that busy timeout (set only when it changes:
@@ -80,7 +86,7 @@ def configure_sqlite_engine(engine: Engine, busy_seconds: float) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         _ensure_wal(cursor, busy_seconds)
-        configure_sqlite_connection(cursor, busy_seconds)
+        configure_sqlite_connection(cursor, busy_seconds, autocheckpoint)
         cursor.close()
 
     @event.listens_for(engine, "begin")

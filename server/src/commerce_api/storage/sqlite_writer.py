@@ -26,7 +26,12 @@ class SQLiteBatchWriter:
     begins and ends its transactions: one batch at a time."""
 
     def __init__(
-        self, url: URL, *, json_serializer: Callable[[Any], str], busy_seconds: float
+        self,
+        url: URL,
+        *,
+        json_serializer: Callable[[Any], str],
+        busy_seconds: float,
+        autocheckpoint: bool = True,
     ) -> None:
         assert url.database is not None
         self._turn = _WriterTurn(url.database)
@@ -39,7 +44,7 @@ class SQLiteBatchWriter:
                 "check_same_thread": False,  # the loop and the thread take turns, never at once
             },
         )
-        configure_sqlite_engine(self._engine, busy_seconds)
+        configure_sqlite_engine(self._engine, busy_seconds, autocheckpoint)
         # The batch thread: BEGIN IMMEDIATE, COMMIT and ROLLBACK, which may block, run on it.
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-batch")
 
