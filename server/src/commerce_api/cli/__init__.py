@@ -153,9 +153,9 @@ def worker() -> None:
     """Run the webhook dispatcher alone (no HTTP), until SIGINT or SIGTERM."""
     import logging.config
 
-    from commerce_api.app.services import database_deadlines
     from commerce_api.observability import traces
     from commerce_api.observability.logging import logging_config
+    from commerce_api.storage.deadlines import database_deadlines
     from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
     from commerce_api.webhooks.service import open_secret_box
 
