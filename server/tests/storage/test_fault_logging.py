@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from commerce_api.app.services import database_deadlines
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
+from commerce_api.storage.deadlines import database_deadlines
 from commerce_api.storage.faults import log_failure
 from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
 from tests.conftest import make_settings

@@ -293,6 +293,9 @@ class _ClaimedMeanwhile:
     async def scalar(self, statement: Executable, parameters: Any = None) -> Any:
         return await self.conn.scalar(statement, parameters)
 
+    async def get_raw_connection(self) -> Any:
+        return await self.conn.get_raw_connection()
+
 
 async def test_a_claim_committed_after_another_read_its_candidates_is_counted(
     db: Database, database_url: str

@@ -23,7 +23,7 @@ from commerce_api.settings import Settings
 from commerce_api.storage.connecting import SERVER_SETTINGS
 from commerce_api.storage.crypto import SecretBox
 from commerce_api.storage.db import Database
-from commerce_api.storage.deadlines import Deadlines
+from commerce_api.storage.deadlines import database_deadlines
 from commerce_api.webhooks import service as webhooks
 
 logger = logging.getLogger("commerce_api.storage")
@@ -53,18 +53,6 @@ def rate_limit_store(settings: Settings) -> RateLimitStore:
     if settings.redis_url:
         return RedisStore(settings.redis_url, settings.redis_key_prefix)
     return MemoryStore()
-
-
-def database_deadlines(settings: Settings) -> Deadlines:
-    """The settings' deadlines on the database's waits (``storage.deadlines``)."""
-    return Deadlines(
-        connect=settings.database_connect_timeout_seconds,
-        statement=settings.database_statement_timeout_seconds,
-        lock=settings.database_lock_timeout_seconds,
-        idle_in_transaction=settings.database_idle_in_transaction_timeout_seconds,
-        dead_peer=settings.database_dead_connection_seconds,
-        transaction=settings.database_transaction_timeout_seconds,
-    )
 
 
 async def open_services(settings: Settings) -> Services:

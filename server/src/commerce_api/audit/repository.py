@@ -45,7 +45,7 @@ async def insert(conn: Executor, rows: Sequence[Mapping[str, Any]]) -> None:
     await insert_rows(conn, audit_events, rows)
 
 
-async def copy_in(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+async def copy_in(conn: Executor, rows: Sequence[Mapping[str, Any]]) -> None:
     """Many audit rows in bulk: ``COPY`` on PostgreSQL, one executemany on SQLite."""
     await copy_rows(conn, audit_events, rows)
 

@@ -121,7 +121,7 @@ async def record(
     await repository.insert(conn, [audit_row(actor, action, target, changes)])
 
 
-async def record_many(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+async def record_many(conn: Executor, rows: list[dict[str, Any]]) -> None:
     """Record many changes (:func:`audit_row` s) in the caller's transaction, in bulk (an
     import's: ``COPY`` on PostgreSQL)."""
     await repository.copy_in(conn, rows)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.storage.bulk import copy_columns
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import products
 
 # The columns and values of a new product's ``product.create`` audit row, from its row ``p``.
@@ -62,7 +62,7 @@ _LAST_ROWID = text("SELECT coalesce(max(rowid), 0) FROM products")
 
 
 async def copy_in_audited(
-    conn: AsyncConnection,
+    conn: Executor,
     columns: Mapping[str, Sequence[Any]],
     stamps: Mapping[str, Any],
     actor: tuple[str, str],
@@ -111,7 +111,7 @@ class BulkLoad:
     search_index: str | None = None  # PostgreSQL: the GIN index's definition
 
 
-async def begin_bulk(conn: AsyncConnection) -> BulkLoad:
+async def begin_bulk(conn: Executor) -> BulkLoad:
     """Set up the transaction of ``conn`` for a large import (see the module docstring);
     :func:`end_bulk` before the commit, :func:`release` in any case."""
     if conn.dialect.name == "sqlite":
@@ -141,7 +141,7 @@ async def begin_bulk(conn: AsyncConnection) -> BulkLoad:
     return BulkLoad(search_index=str(definition))
 
 
-async def end_bulk(conn: AsyncConnection, seq: int, bulk: BulkLoad) -> None:
+async def end_bulk(conn: Executor, seq: int, bulk: BulkLoad) -> None:
     """Index for search the products that change ``seq`` inserted since :func:`begin_bulk`
     (as the trigger or index would have), and put back what it set aside."""
     if bulk.search_trigger is not None:
@@ -167,7 +167,7 @@ async def end_bulk(conn: AsyncConnection, seq: int, bulk: BulkLoad) -> None:
         await conn.exec_driver_sql(bulk.search_index)
 
 
-async def release(conn: AsyncConnection, bulk: BulkLoad) -> None:
+async def release(conn: Executor, bulk: BulkLoad) -> None:
     """Give the connection back its own settings (SQLite's page cache is the connection's, not
     the transaction's)."""
     if bulk.cache_kib is not None:

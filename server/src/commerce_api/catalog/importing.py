@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
 from commerce_api.catalog import import_repository, repository
@@ -36,6 +34,7 @@ from commerce_api.catalog.import_rules import (
 from commerce_api.catalog.service import audited_change
 from commerce_api.core.ids import new_ids
 from commerce_api.core.timestamps import utcnow
+from commerce_api.storage.executor import Executor
 
 __all__ = [
     "ImportResult",
@@ -112,7 +111,7 @@ class Importer:
     """One import into the transaction of ``conn``: :meth:`add` records (in one or several
     calls), then read :attr:`result`. Its one change number is taken as it starts."""
 
-    def __init__(self, conn: AsyncConnection, principal: Principal | None) -> None:
+    def __init__(self, conn: Executor, principal: Principal | None) -> None:
         self.conn = conn
         self.actor = audit.actor_of(principal)
         self.seq: int | None = None
@@ -192,7 +191,7 @@ class Importer:
 
 
 async def import_records(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal | None,
     records: Iterable[Located],
     progress: Callable[[int], None] | None = None,
@@ -204,7 +203,7 @@ async def import_records(
 
 
 async def import_products(
-    conn: AsyncConnection, principal: Principal | None, records: Sequence[Mapping[str, Any]]
+    conn: Executor, principal: Principal | None, records: Sequence[Mapping[str, Any]]
 ) -> ImportResult:
     """Import ``records`` (JSON values); an error names the record (``record 2, field
     price: …``)."""

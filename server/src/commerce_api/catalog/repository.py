@@ -28,10 +28,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.catalog.schemas import ProductSort
 from commerce_api.storage import freshness
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.instance import ensure_value
 from commerce_api.storage.tables import products
 
@@ -148,7 +148,7 @@ def list_order(dialect: str, sort: ProductSort) -> tuple[UnaryExpression[Any], .
     return tuple(column.asc() for column in columns)
 
 
-async def count_active(conn: AsyncConnection, category: str | None) -> int:
+async def count_active(conn: Executor, category: str | None) -> int:
     total = await conn.scalar(
         select(func.count()).select_from(products).where(*active_conditions(category))
     )
@@ -156,7 +156,7 @@ async def count_active(conn: AsyncConnection, category: str | None) -> int:
 
 
 async def page_active(
-    conn: AsyncConnection,
+    conn: Executor,
     category: str | None,
     limit: int,
     offset: int,
@@ -173,7 +173,7 @@ async def page_active(
     return result.all()
 
 
-async def active_categories(conn: AsyncConnection) -> Sequence[Row[Any]]:
+async def active_categories(conn: Executor) -> Sequence[Row[Any]]:
     """Each category of active products with their count (``category``, ``product_count``),
     by name (code point order)."""
     result = await conn.execute(
@@ -185,7 +185,7 @@ async def active_categories(conn: AsyncConnection) -> Sequence[Row[Any]]:
     return result.all()
 
 
-async def get_active(conn: AsyncConnection, product_id: str) -> Row[Any] | None:
+async def get_active(conn: Executor, product_id: str) -> Row[Any] | None:
     """Through the engine, for a write's response (it must see its own uncommitted row; the
     read path's connections cannot)."""
     row: Row[Any] | None = (await conn.execute(ACTIVE_PRODUCT, {"id": product_id})).first()
@@ -200,9 +200,7 @@ _FOR_CHANGE = select(*DETAIL_COLUMNS, products.c.archived_at).where(
 _FOR_CHANGE_LOCKED = _FOR_CHANGE.with_for_update(key_share=True)
 
 
-async def get_for_change(
-    conn: AsyncConnection, product_id: str, *, active: bool
-) -> Row[Any] | None:
+async def get_for_change(conn: Executor, product_id: str, *, active: bool) -> Row[Any] | None:
     """A product about to change (``active``: only if not archived), locked until the commit
     on PostgreSQL (SQLite's write transaction already excludes every other writer)."""
     row: Row[Any] | None = (await conn.execute(_FOR_CHANGE_LOCKED, {"id": product_id})).first()
@@ -224,7 +222,7 @@ _NEXT_CHANGE = text(
 )
 
 
-async def next_change(conn: AsyncConnection) -> int:
+async def next_change(conn: Executor) -> int:
     """The number of this transaction's catalogue change: every product row it writes carries
     it (``change_seq``), and every process's catalogue applies those rows once it sees the
     counter move (``readpath.catalog_index``)."""
@@ -236,18 +234,18 @@ async def next_change(conn: AsyncConnection) -> int:
     return int(seq)
 
 
-async def insert(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
+async def insert(conn: Executor, values: Mapping[str, Any]) -> None:
     seq = await next_change(conn)
     await conn.execute(products.insert().values(**values, change_seq=seq))
 
 
-async def insert_many(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+async def insert_many(conn: Executor, rows: Sequence[Mapping[str, Any]]) -> None:
     if rows:
         seq = await next_change(conn)
         await conn.execute(products.insert(), [{**row, "change_seq": seq} for row in rows])
 
 
-async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[str, Any]) -> bool:
+async def update_active(conn: Executor, product_id: str, values: Mapping[str, Any]) -> bool:
     seq = await next_change(conn)
     result = await conn.execute(
         update(products)
@@ -259,7 +257,7 @@ async def update_active(conn: AsyncConnection, product_id: str, values: Mapping[
 
 
 async def update_any(
-    conn: AsyncConnection, product_id: str, values: Mapping[str, Any], seq: int | None = None
+    conn: Executor, product_id: str, values: Mapping[str, Any], seq: int | None = None
 ) -> bool:
     """Update a product, archived or not; stamped with ``seq`` (the caller's change, taken
     once for several writes) or a change of its own."""
@@ -274,9 +272,9 @@ async def update_any(
     return result.first() is not None
 
 
-async def archive(conn: AsyncConnection, product_id: str, at: datetime) -> bool:
+async def archive(conn: Executor, product_id: str, at: datetime) -> bool:
     return await update_active(conn, product_id, {"archived_at": at, "updated_at": at})
 
 
-async def count_all(conn: AsyncConnection) -> int:
+async def count_all(conn: Executor) -> int:
     return int(await conn.scalar(select(func.count()).select_from(products)) or 0)

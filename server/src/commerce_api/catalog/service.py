@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
 from commerce_api.catalog import repository
@@ -16,6 +14,7 @@ from commerce_api.core.ids import looks_like, new_id
 from commerce_api.core.money import to_major, to_minor
 from commerce_api.core.pagination import page
 from commerce_api.core.timestamps import format_optional_timestamp, format_timestamp, utcnow
+from commerce_api.storage.executor import Executor
 
 
 def list_item(row: Any) -> dict[str, Any]:
@@ -41,7 +40,7 @@ def product_not_found(product_id: str) -> Exception:
 
 
 async def list_products(
-    conn: AsyncConnection,
+    conn: Executor,
     *,
     category: str | None,
     limit: int,
@@ -61,13 +60,13 @@ def category_item(name: str, product_count: int) -> dict[str, Any]:
     return {"name": name, "product_count": product_count}
 
 
-async def list_categories(conn: AsyncConnection) -> dict[str, Any]:
+async def list_categories(conn: Executor) -> dict[str, Any]:
     """Every category of active products, by name, with how many there are."""
     rows = await repository.active_categories(conn)
     return {"data": [category_item(row.category, row.product_count) for row in rows]}
 
 
-async def get_product(conn: AsyncConnection, product_id: str) -> dict[str, Any]:
+async def get_product(conn: Executor, product_id: str) -> dict[str, Any]:
     """A write's response, read in its transaction. Clients' reads go through the read path
     (``ReadPath.product``), which runs the same statement without the engine."""
     row = await repository.get_active(conn, product_id) if looks_like("prod", product_id) else None
@@ -119,7 +118,7 @@ def audited_change(before: Any, values: Mapping[str, Any]) -> dict[str, list[Any
 
 
 async def create_product(
-    conn: AsyncConnection, principal: Principal | None, data: ProductCreate
+    conn: Executor, principal: Principal | None, data: ProductCreate
 ) -> dict[str, Any]:
     """Add a product; audited as ``product.create`` by ``principal`` (None: the CLI)."""
     row = _new_product_row(data)
@@ -135,7 +134,7 @@ async def create_product(
 
 
 async def update_product(
-    conn: AsyncConnection, principal: Principal | None, product_id: str, data: ProductUpdate
+    conn: Executor, principal: Principal | None, product_id: str, data: ProductUpdate
 ) -> dict[str, Any]:
     """Change some fields; audited as ``product.update`` with each changed field's old and
     new value (nothing recorded when no value changes)."""
@@ -154,9 +153,7 @@ async def update_product(
     return await get_product(conn, product_id)
 
 
-async def archive_product(
-    conn: AsyncConnection, principal: Principal | None, product_id: str
-) -> None:
+async def archive_product(conn: Executor, principal: Principal | None, product_id: str) -> None:
     """Hide a product from the catalogue; audited as ``product.archive``."""
     now = utcnow()
     if not looks_like("prod", product_id) or not await repository.archive(conn, product_id, now):

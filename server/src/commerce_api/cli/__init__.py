@@ -24,10 +24,10 @@ from commerce_api.cli.accounts import accounts_group, keys_group
 from commerce_api.cli.common import (
     ConfigurationError,
     _apply_migrations,
-    _in_transaction,
     _note,
     _settings,
     _with_database,
+    _writing,
 )
 
 if TYPE_CHECKING:
@@ -153,9 +153,9 @@ def worker() -> None:
     """Run the webhook dispatcher alone (no HTTP), until SIGINT or SIGTERM."""
     import logging.config
 
-    from commerce_api.app.services import database_deadlines
     from commerce_api.observability import traces
     from commerce_api.observability.logging import logging_config
+    from commerce_api.storage.deadlines import database_deadlines
     from commerce_api.webhooks.dispatcher import Dispatcher, stop_dispatcher
     from commerce_api.webhooks.service import open_secret_box
 
@@ -214,7 +214,7 @@ def products_import(file: Path) -> None:
     gc.freeze()  # the collector then skips the process's long-lived objects at each batch
     with ImportFile(file) as source, ImportReport(source, sys.stderr) as report:
         try:
-            result = _in_transaction(
+            result = _writing(
                 lambda conn: importing.import_records(conn, None, source.records(), report.rows)
             )
         except importing.InvalidImport as exc:
@@ -244,7 +244,7 @@ def orders_fulfill(
     environment = _settings().environment
     try:
         tracking = orders_service.tracking_from_fields(carrier, tracking_number, tracking_url)
-        order = _in_transaction(
+        order = _writing(
             lambda conn: orders_service.fulfill_order(
                 conn, None, order_id, environment, tracking=tracking
             )

@@ -5,10 +5,10 @@ scripts can take it with ``tail -n 1``; explanations go to standard error (:func
 
 The settings and the database are imported when a command first asks for them, not with this
 module: ``commerce-api --help`` needs neither, and every command starts sooner for what it
-does not import (``tests/cli/test_cli_imports.py``). The commands on accounts and keys, and
-``migrate`` on a database at head, open it without the async engine (``storage.direct``:
-importing that engine imports SQLAlchemy's ORM, which took longer than the rest of their
-start); the server, the worker and the commands on products and orders open a ``Database``.
+does not import (``tests/cli/test_cli_imports.py``). The operator's commands (accounts, keys,
+products, orders, and ``migrate`` on a database at head) open it without the async engine
+(``storage.direct``: importing that engine imports SQLAlchemy's ORM, which took longer than
+the rest of their start); the server and the worker open a ``Database``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
-
     from commerce_api.settings import Settings
     from commerce_api.storage.db import Database
     from commerce_api.storage.deadlines import Deadlines
@@ -155,14 +153,6 @@ def _writing(work: Callable[[Executor], Awaitable[T]]) -> T:
             return await work(conn)
 
     return asyncio.run(run())
-
-
-def _in_transaction(work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-    async def run(db: Database) -> T:
-        async with db.write() as conn:
-            return await work(conn)
-
-    return _with_database(run)
 
 
 def _note(message: str) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.pagination import NewestFirst
 from commerce_api.storage import keyset
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import events, webhook_attempts, webhook_deliveries
 
 
@@ -36,17 +36,17 @@ class EventFilter:
         return conditions
 
 
-async def get_event(conn: AsyncConnection, event_id: str) -> Row[Any] | None:
+async def get_event(conn: Executor, event_id: str) -> Row[Any] | None:
     return (await conn.execute(select(events).where(events.c.id == event_id))).first()
 
 
-async def count_events(conn: AsyncConnection, wanted: EventFilter) -> int:
+async def count_events(conn: Executor, wanted: EventFilter) -> int:
     query = select(func.count()).select_from(events).where(*wanted.conditions())
     return int(await conn.scalar(query) or 0)
 
 
 async def page_events(
-    conn: AsyncConnection, wanted: EventFilter, limit: int, offset: int
+    conn: Executor, wanted: EventFilter, limit: int, offset: int
 ) -> list[Row[Any]]:
     """A page of the events, newest first (the indexes ``ix_events_*_order``)."""
     result = await conn.execute(
@@ -59,7 +59,7 @@ async def page_events(
     return list(result.all())
 
 
-async def delete_events_before(conn: AsyncConnection, cutoff: datetime) -> int:
+async def delete_events_before(conn: Executor, cutoff: datetime) -> int:
     """Delete events older than ``cutoff`` with their deliveries and attempts."""
     old = select(events.c.id).where(events.c.created_at < cutoff)
     await conn.execute(delete(webhook_attempts).where(webhook_attempts.c.event_id.in_(old)))

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
 from commerce_api.core import tracing
@@ -27,7 +25,7 @@ from commerce_api.core.timestamps import format_optional_timestamp, format_times
 from commerce_api.events import repository as events_repository
 from commerce_api.events.repository import EventFilter
 from commerce_api.storage.bulk import insert_rows
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import events, webhook_deliveries
 from commerce_api.webhooks import repository as webhooks
 from commerce_api.webhooks import service as endpoints_service
@@ -42,9 +40,7 @@ class NewEvent:
     traceparent: str | None = None  # the trace its deliveries join (core.tracing)
 
 
-async def record_event(
-    conn: AsyncConnection, *, account_id: str, type: str, data: dict[str, Any]
-) -> str:
+async def record_event(conn: Executor, *, account_id: str, type: str, data: dict[str, Any]) -> str:
     """Record one event of ``type`` now; its id."""
     traceparent = tracing.current_traceparent() if tracing.ENABLED else None
     new_event = NewEvent(account_id, data, utcnow(), traceparent)
@@ -108,7 +104,7 @@ def _event_scope(principal: Principal) -> str | None:
 
 
 async def list_events(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal,
     *,
     event_type: str | None,
@@ -138,7 +134,7 @@ async def list_events(
     return page([render_event(row) for row in rows], total, limit, offset)
 
 
-async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str) -> Any:
+async def _load_event(conn: Executor, principal: Principal, event_id: str) -> Any:
     row = await events_repository.get_event(conn, event_id) if looks_like("evt", event_id) else None
     scope = _event_scope(principal)
     if row is None or (scope is not None and row.account_id != scope):
@@ -146,12 +142,12 @@ async def _load_event(conn: AsyncConnection, principal: Principal, event_id: str
     return row
 
 
-async def get_event(conn: AsyncConnection, principal: Principal, event_id: str) -> dict[str, Any]:
+async def get_event(conn: Executor, principal: Principal, event_id: str) -> dict[str, Any]:
     event = await _load_event(conn, principal, event_id)
     return await _with_deliveries(conn, event)
 
 
-async def _with_deliveries(conn: AsyncConnection, event: Any) -> dict[str, Any]:
+async def _with_deliveries(conn: Executor, event: Any) -> dict[str, Any]:
     attempts_by_endpoint: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for attempt in await webhooks.attempts_of(conn, event.id):
         attempts_by_endpoint[attempt.endpoint_id].append(
@@ -174,9 +170,7 @@ async def _with_deliveries(conn: AsyncConnection, event: Any) -> dict[str, Any]:
     return {**render_event(event), "deliveries": deliveries}
 
 
-async def redeliver_event(
-    conn: AsyncConnection, principal: Principal, event_id: str
-) -> dict[str, Any]:
+async def redeliver_event(conn: Executor, principal: Principal, event_id: str) -> dict[str, Any]:
     """Send the event again, now, to every enabled endpoint of its account that wants it.
 
     Refused (429) while an earlier redelivery of the event still waits for its first attempt:
@@ -213,14 +207,12 @@ async def redeliver_event(
 TEST_EVENT_TYPE = "webhook.test"
 
 
-async def _is_enabled(conn: AsyncConnection, account_id: str, endpoint_id: str) -> bool:
+async def _is_enabled(conn: Executor, account_id: str, endpoint_id: str) -> bool:
     row = await endpoint_rows.get_endpoint(conn, account_id, endpoint_id)
     return row is not None and bool(row.enabled)
 
 
-async def send_test_event(
-    conn: AsyncConnection, principal: Principal, endpoint_id: str
-) -> dict[str, Any]:
+async def send_test_event(conn: Executor, principal: Principal, endpoint_id: str) -> dict[str, Any]:
     """Record a ``webhook.test`` event with one delivery, due now, to this endpoint of the
     caller's account: signed and sent by the dispatcher like any event. A disabled endpoint is
     refused (409 ``endpoint_disabled``): the delivery would wait until it is re-enabled."""
@@ -248,5 +240,5 @@ async def send_test_event(
     return await _with_deliveries(conn, await _load_event(conn, principal, row["id"]))
 
 
-async def prune_events(conn: AsyncConnection) -> int:
+async def prune_events(conn: Executor) -> int:
     return await events_repository.delete_events_before(conn, utcnow() - EVENT_RETENTION)

@@ -21,10 +21,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.pagination import NewestFirst
 from commerce_api.storage import freshness, keyset
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import (
     ORDER_IS_PENDING,
     order_items,
@@ -33,7 +33,7 @@ from commerce_api.storage.tables import (
 )
 
 
-async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -> None:
+async def release_stock(conn: Executor, product_id: str, quantity: int) -> None:
     """Give reserved units back (archived products too: the units are still there)."""
     await conn.execute(
         update(products)
@@ -43,11 +43,11 @@ async def release_stock(conn: AsyncConnection, product_id: str, quantity: int) -
     await freshness.touch(conn, freshness.STOCK)
 
 
-async def get_order(conn: AsyncConnection, order_id: str) -> Row[Any] | None:
+async def get_order(conn: Executor, order_id: str) -> Row[Any] | None:
     return (await conn.execute(select(orders).where(orders.c.id == order_id))).first()
 
 
-async def lines_of(conn: AsyncConnection, order_ids: Sequence[str]) -> list[Row[Any]]:
+async def lines_of(conn: Executor, order_ids: Sequence[str]) -> list[Row[Any]]:
     if not order_ids:
         return []
     result = await conn.execute(
@@ -115,7 +115,7 @@ def _filters(
 
 
 async def count_orders(
-    conn: AsyncConnection,
+    conn: Executor,
     account_id: str | None,
     status: str | None,
     customer_id: str | None,
@@ -129,7 +129,7 @@ async def count_orders(
 
 
 async def page_orders(
-    conn: AsyncConnection,
+    conn: Executor,
     account_id: str | None,
     status: str | None,
     customer_id: str | None,
@@ -153,7 +153,7 @@ async def page_orders(
 
 
 async def change_status(
-    conn: AsyncConnection,
+    conn: Executor,
     order_id: str,
     *,
     from_status: str,
@@ -180,9 +180,7 @@ async def change_status(
     return result.first() is not None
 
 
-async def pending_created_before(
-    conn: AsyncConnection, cutoff: datetime, limit: int
-) -> list[Row[Any]]:
+async def pending_created_before(conn: Executor, cutoff: datetime, limit: int) -> list[Row[Any]]:
     """Pending orders older than ``cutoff``, oldest first (on their partial index)."""
     query = (
         select(orders)

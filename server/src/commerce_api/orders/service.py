@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
@@ -38,7 +37,10 @@ from commerce_api.orders.domain import (
 )
 from commerce_api.orders.schemas import OrderFulfill, TrackingCreate
 from commerce_api.settings import Environment
-from commerce_api.storage.db import Database
+from commerce_api.storage.executor import Executor
+
+if TYPE_CHECKING:
+    from commerce_api.storage.db import Database
 
 ADDRESS_FIELDS = ("street", "line2", "city", "state", "postal_code", "country")
 TRACKING_FIELDS = ("carrier", "number", "url")
@@ -82,7 +84,7 @@ def _order_not_found(order_id: str) -> APIError:
     return not_found(f"No order with id `{order_id}`.", "id")
 
 
-async def _load(conn: AsyncConnection, principal: Principal | None, order_id: str) -> Any:
+async def _load(conn: Executor, principal: Principal | None, order_id: str) -> Any:
     """The order if this caller may see it (``None`` = the operator's CLI), else 404."""
     order = await repository.get_order(conn, order_id) if looks_like("ord", order_id) else None
     visible = order is not None and (
@@ -93,18 +95,18 @@ async def _load(conn: AsyncConnection, principal: Principal | None, order_id: st
     return order
 
 
-async def _rendered(conn: AsyncConnection, order_id: str) -> dict[str, Any]:
+async def _rendered(conn: Executor, order_id: str) -> dict[str, Any]:
     order = await repository.get_order(conn, order_id)
     return render_order(order, await repository.lines_of(conn, [order_id]))
 
 
-async def get_order(conn: AsyncConnection, principal: Principal, order_id: str) -> dict[str, Any]:
+async def get_order(conn: Executor, principal: Principal, order_id: str) -> dict[str, Any]:
     order = await _load(conn, principal, order_id)
     return render_order(order, await repository.lines_of(conn, [order_id]))
 
 
 async def list_orders(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal,
     *,
     status: str | None,
@@ -141,7 +143,7 @@ async def list_orders(
 
 
 async def _transition(
-    conn: AsyncConnection,
+    conn: Executor,
     order: Any,
     action: OrderAction,
     actor: audit.Actor,
@@ -190,16 +192,14 @@ async def _transition(
     return rendered
 
 
-async def cancel_order(
-    conn: AsyncConnection, principal: Principal, order_id: str
-) -> dict[str, Any]:
+async def cancel_order(conn: Executor, principal: Principal, order_id: str) -> dict[str, Any]:
     """Cancel a pending order and give its stock back."""
     order = await _load(conn, principal, order_id)
     return await _transition(conn, order, OrderAction.CANCEL, audit.actor_of(principal))
 
 
 async def fulfill_order(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal | None,
     order_id: str,
     environment: Environment,

@@ -39,7 +39,7 @@ async def insert_rows(conn: Executor, table: Table, rows: Sequence[Mapping[str, 
     await conn.exec_driver_sql(sql, [_converted(row, converters) for row in rows])
 
 
-async def copy_rows(conn: AsyncConnection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+async def copy_rows(conn: Executor, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
     """Insert many ``rows`` (dicts with the same keys) in bulk, in the caller's transaction:
     PostgreSQL's ``COPY`` (asyncpg's ``copy_records_to_table``, on the driver connection that
     SQLAlchemy's ``get_raw_connection`` hands out), SQLite's executemany of one prepared
@@ -65,7 +65,7 @@ async def copy_rows(conn: AsyncConnection, table: Table, rows: Sequence[Mapping[
 
 
 async def copy_columns(
-    conn: AsyncConnection,
+    conn: Executor,
     table: Table,
     columns: Mapping[str, Sequence[Any]],
     constants: Mapping[str, Any],

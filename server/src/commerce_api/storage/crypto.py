@@ -24,6 +24,7 @@ import base64
 import hashlib
 import os
 import secrets
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag, UnsupportedAlgorithm
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -32,8 +33,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from commerce_api.settings import Settings
-from commerce_api.storage.db import Database
 from commerce_api.storage.instance import ensure_value
+
+if TYPE_CHECKING:
+    from commerce_api.storage.db import Database
 
 _GENERATED_KEY_NAME = "secret_key"
 

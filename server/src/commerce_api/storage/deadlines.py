@@ -22,7 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from commerce_api.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,18 @@ class Deadlines:
         its cancellation (asyncpg's, as long again at most) ends within it too."""
         seconds = self.transaction if self.transaction is not None else 2 * self.statement
         return self.asyncpg_options(command_timeout=seconds / 2)
+
+
+def database_deadlines(settings: Settings) -> Deadlines:
+    """The settings' deadlines on the database's waits (the server's and the worker's)."""
+    return Deadlines(
+        connect=settings.database_connect_timeout_seconds,
+        statement=settings.database_statement_timeout_seconds,
+        lock=settings.database_lock_timeout_seconds,
+        idle_in_transaction=settings.database_idle_in_transaction_timeout_seconds,
+        dead_peer=settings.database_dead_connection_seconds,
+        transaction=settings.database_transaction_timeout_seconds,
+    )
 
 
 # SQLite's busy timeout for ``Database(url)`` without deadlines (operator tools and tests:

@@ -1,4 +1,4 @@
-"""A short command's database (the CLI's ``keys``, ``accounts`` and ``migrate``): one connection
+"""An operator command's database (the CLI's but for ``serve`` and ``worker``): one connection
 and its transactions, without the async engine. ``sqlalchemy.ext.asyncio`` imports the ORM,
 which took longer to import than the rest of such a command's start; the repositories run on
 these connections unchanged (:class:`~commerce_api.storage.executor.Executor`).
@@ -9,7 +9,8 @@ these connections unchanged (:class:`~commerce_api.storage.executor.Executor`).
 - PostgreSQL: one asyncpg connection. Each Core statement is compiled for SQLAlchemy's asyncpg
   dialect, its values converted by its bind parameters' own processors and its columns' by
   their result processors (as ``storage.bulk`` and ``readpath`` do), rows given back as
-  SQLAlchemy's are used (:class:`Row`).
+  SQLAlchemy's are used (:class:`Row`); JSON has the codecs SQLAlchemy's dialect sets, and
+  ``bulk.copy_rows`` its ``COPY`` on the asyncpg connection.
 
 No migration is applied here: :meth:`revision` says where the database stands, and a caller
 that finds it behind ``migrations.head_revision()`` migrates through ``Database.migrate``.
@@ -19,10 +20,12 @@ busy timeout.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import create_engine, text
@@ -72,7 +75,21 @@ async def open_direct(url: str) -> DirectDatabase:
         if pooled
         else {"server_settings": SERVER_SETTINGS}
     )
-    return PostgresDirect(await asyncpg.connect(asyncpg_dsn(parsed), **options))
+    connection = await asyncpg.connect(asyncpg_dsn(parsed), **options)
+    # JSON in binary, as on the engine's connections (SQLAlchemy's asyncpg dialect sets these
+    # codecs on each, decoding with the standard library's): its JSON types leave results to
+    # the codec, and ``COPY`` is binary. A ``jsonb`` value is its text after a version byte, 1.
+    await connection.set_type_codec(
+        "json", encoder=str.encode, decoder=json.loads, schema="pg_catalog", format="binary"
+    )
+    await connection.set_type_codec(
+        "jsonb",
+        encoder=lambda text: b"\x01" + text.encode(),
+        decoder=lambda data: json.loads(data[1:]),
+        schema="pg_catalog",
+        format="binary",
+    )
+    return PostgresDirect(connection)
 
 
 class SQLiteDirect:
@@ -152,17 +169,22 @@ class AsyncpgConnection:
 
     async def execute(self, statement: Executable, parameters: Any = None) -> Any:
         compiled = statement.compile(dialect=self.dialect)  # type: ignore[attr-defined]
-        assert "POSTCOMPILE" not in compiled.string, "no expanding parameters here"
-        values = compiled.construct_params(parameters)
+        # The SQL and its values for these parameters: an ``IN`` of a list (an expanding
+        # parameter) has one parameter per value, converted as the list's type has them.
+        expanded = compiled.construct_expanded_state(parameters)
         arguments = []
-        for name in compiled.positiontup or ():
-            value = values[name]
-            convert = processor(compiled.binds[name].type, self.dialect)
+        for name in expanded.positiontup or ():
+            value = expanded.parameters[name]
+            convert = (
+                expanded.processors.get(name)
+                if name not in compiled.binds
+                else processor(compiled.binds[name].type, self.dialect)
+            )
             arguments.append(value if convert is None or value is None else convert(value))
         if getattr(statement, "is_dml", False) and not compiled.effective_returning:
-            status = await self._connection.execute(compiled.string, *arguments)
+            status = await self._connection.execute(expanded.statement, *arguments)
             return Result([], _rowcount(status))
-        records = await self._connection.fetch(compiled.string, *arguments)
+        records = await self._connection.fetch(expanded.statement, *arguments)
         columns = getattr(statement, "selected_columns", None)
         if columns is None:  # text: the values as asyncpg gives them
             return Result([Row(tuple(record.values()), list(record.keys())) for record in records])
@@ -185,6 +207,11 @@ class AsyncpgConnection:
 
     async def scalar(self, statement: Executable, parameters: Any = None) -> Any:
         return (await self.execute(statement, parameters)).scalar()
+
+    async def get_raw_connection(self) -> Any:
+        """What SQLAlchemy's ``AsyncConnection.get_raw_connection`` gives: an object whose
+        ``driver_connection`` is the asyncpg connection (``bulk.copy_rows``'s ``COPY``)."""
+        return SimpleNamespace(driver_connection=self._connection)
 
     async def exec_driver_sql(self, statement: str, parameters: Any = None) -> Any:
         """``statement`` (asyncpg's SQL) once with a tuple of values, or once per tuple of a
@@ -224,6 +251,9 @@ class Result:
     def __init__(self, rows: list[Any], rowcount: int | None = None) -> None:
         self._rows = rows
         self.rowcount = len(rows) if rowcount is None else rowcount
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
 
     def all(self) -> list[Any]:
         return list(self._rows)

@@ -27,6 +27,11 @@ class Executor(Protocol):
     @property
     def info(self) -> dict[Any, Any]: ...
 
+    async def get_raw_connection(self) -> Any:
+        """The pool's connection, whose ``driver_connection`` is the driver's (asyncpg's, for
+        a ``COPY``: ``bulk.copy_rows``)."""
+        ...
+
 
 # Where a write transaction records what it changed (``freshness.touch``) for the
 # process's own caches, told at its commit (``Database.on_commit``). The key lives in the

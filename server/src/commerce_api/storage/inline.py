@@ -32,5 +32,8 @@ class InlineConnection:
     async def scalar(self, statement: Executable, parameters: Any = None) -> Any:
         return self._conn.scalar(statement, parameters)
 
+    async def get_raw_connection(self) -> Any:
+        return self._conn.connection
+
     async def run_sync(self, work: Callable[[Connection], T]) -> T:
         return work(self._conn)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from commerce_api.core.ids import new_id
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
 from commerce_api.webhooks.policy import (
     GONE_REASON,
     AttemptOutcome,

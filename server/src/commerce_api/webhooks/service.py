@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, NewType
-
-from sqlalchemy.ext.asyncio import AsyncConnection
+from typing import TYPE_CHECKING, Any, NewType
 
 from commerce_api.accounts.service import Principal
 from commerce_api.audit import service as audit
@@ -15,11 +13,14 @@ from commerce_api.core.pagination import page
 from commerce_api.core.timestamps import format_timestamp, utcnow
 from commerce_api.settings import Settings
 from commerce_api.storage.crypto import SecretBox, load_secret_box
-from commerce_api.storage.db import Database
+from commerce_api.storage.executor import Executor
 from commerce_api.webhooks.repository import endpoints, outbox
 from commerce_api.webhooks.schemas import WebhookEndpointCreate, WebhookEndpointUpdate
 from commerce_api.webhooks.signing import new_secret
 from commerce_api.webhooks.url_policy import UnsafeURL, redact_query, resolve
+
+if TYPE_CHECKING:
+    from commerce_api.storage.db import Database
 
 # After a rotation the old secret keeps signing (beside the new one) this long.
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -83,7 +84,7 @@ def _redacted(changes: audit.Changes) -> audit.Changes:
 
 
 async def _record(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal,
     action: audit.Action,
     endpoint_id: str,
@@ -117,7 +118,7 @@ def _endpoint_not_found(endpoint_id: str) -> APIError:
     return not_found(f"No webhook endpoint with id `{endpoint_id}`.", "id")
 
 
-async def _get(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Any:
+async def _get(conn: Executor, account_id: str, endpoint_id: str) -> Any:
     row = (
         await endpoints.get_endpoint(conn, account_id, endpoint_id)
         if looks_like("we", endpoint_id)
@@ -129,7 +130,7 @@ async def _get(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Any:
 
 
 async def create_endpoint(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal,
     data: WebhookEndpointCreate,
     url: CheckedURL,
@@ -175,7 +176,7 @@ async def create_endpoint(
 
 
 async def list_endpoints(
-    conn: AsyncConnection, principal: Principal, *, limit: int, offset: int
+    conn: Executor, principal: Principal, *, limit: int, offset: int
 ) -> dict[str, Any]:
     account_id = _account(principal)
     total = await endpoints.count_endpoints(conn, account_id)
@@ -183,14 +184,12 @@ async def list_endpoints(
     return page([render_endpoint(row) for row in rows], total, limit, offset)
 
 
-async def get_endpoint(
-    conn: AsyncConnection, principal: Principal, endpoint_id: str
-) -> dict[str, Any]:
+async def get_endpoint(conn: Executor, principal: Principal, endpoint_id: str) -> dict[str, Any]:
     return render_endpoint(await _get(conn, _account(principal), endpoint_id))
 
 
 async def update_endpoint(
-    conn: AsyncConnection,
+    conn: Executor,
     principal: Principal,
     endpoint_id: str,
     data: WebhookEndpointUpdate,
@@ -224,7 +223,7 @@ async def update_endpoint(
     return render_endpoint(row)
 
 
-async def delete_endpoint(conn: AsyncConnection, principal: Principal, endpoint_id: str) -> None:
+async def delete_endpoint(conn: Executor, principal: Principal, endpoint_id: str) -> None:
     account_id = _account(principal)
     await _get(conn, account_id, endpoint_id)
     now = utcnow()
@@ -236,7 +235,7 @@ async def delete_endpoint(conn: AsyncConnection, principal: Principal, endpoint_
 
 
 async def rotate_secret(
-    conn: AsyncConnection, principal: Principal, endpoint_id: str, secret_box: SecretBox
+    conn: Executor, principal: Principal, endpoint_id: str, secret_box: SecretBox
 ) -> dict[str, Any]:
     """A new signing secret; the old one keeps signing beside it for 24 hours."""
     account_id = _account(principal)
@@ -259,7 +258,7 @@ async def rotate_secret(
 
 
 async def recover_deliveries(
-    conn: AsyncConnection, principal: Principal, endpoint_id: str, since: datetime
+    conn: Executor, principal: Principal, endpoint_id: str, since: datetime
 ) -> dict[str, int]:
     """Send again every delivery to the endpoint that failed (given up, or waiting for a
     retry) for an event created at or after ``since``: due now, with a fresh schedule, after an

@@ -8,11 +8,10 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.core.ids import new_id
 from commerce_api.storage.bulk import insert_rows
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import webhook_attempts
 
 attempts = webhook_attempts
@@ -45,7 +44,7 @@ async def insert_interrupted(conn: Executor, rows: Sequence[Row[Any]], now: date
     )
 
 
-async def attempts_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
+async def attempts_of(conn: Executor, event_id: str) -> list[Row[Any]]:
     result = await conn.execute(
         select(attempts)
         .where(attempts.c.event_id == event_id)

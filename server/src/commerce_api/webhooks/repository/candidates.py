@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, FromClause, Select, Subquery, func, or_, select, text, union
 from sqlalchemy.engine import Row
 
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import webhook_deliveries, webhook_endpoints
 
 deliveries = webhook_deliveries

@@ -10,9 +10,8 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import webhook_deliveries
 from commerce_api.webhooks.repository import attempts
 from commerce_api.webhooks.repository.outbox import keyed
@@ -61,7 +60,7 @@ async def finish_deliveries(
     return {(row.event_id, row.endpoint_id) for row in result}
 
 
-async def release_claims(conn: AsyncConnection, token: str, now: datetime) -> None:
+async def release_claims(conn: Executor, token: str, now: datetime) -> None:
     """Give back what a stopping dispatcher claimed and did not finish: attempts it cut off,
     recorded as interrupted. The deliveries are due again at once."""
     unfinished = select(

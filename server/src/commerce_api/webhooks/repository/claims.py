@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, func, select, tuple_, update
 from sqlalchemy.engine import Row
 
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import events, webhook_deliveries, webhook_endpoints
 from commerce_api.webhooks.repository.candidates import choose, due_conditions, read_candidates
 from commerce_api.webhooks.repository.claim_ends import record_interrupted

@@ -9,9 +9,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, bindparam, func, select, update
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from commerce_api.storage.db import Executor
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import webhook_endpoints
 
 endpoints = webhook_endpoints
@@ -21,24 +20,24 @@ def _live_endpoint(account_id: str) -> list[ColumnElement[bool]]:
     return [endpoints.c.account_id == account_id, endpoints.c.deleted_at.is_(None)]
 
 
-async def insert_endpoint(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
+async def insert_endpoint(conn: Executor, values: Mapping[str, Any]) -> None:
     await conn.execute(endpoints.insert().values(**values))
 
 
-async def get_endpoint(conn: AsyncConnection, account_id: str, endpoint_id: str) -> Row[Any] | None:
+async def get_endpoint(conn: Executor, account_id: str, endpoint_id: str) -> Row[Any] | None:
     result = await conn.execute(
         select(endpoints).where(endpoints.c.id == endpoint_id, *_live_endpoint(account_id))
     )
     return result.first()
 
 
-async def count_endpoints(conn: AsyncConnection, account_id: str) -> int:
+async def count_endpoints(conn: Executor, account_id: str) -> int:
     query = select(func.count()).select_from(endpoints).where(*_live_endpoint(account_id))
     return int(await conn.scalar(query) or 0)
 
 
 async def page_endpoints(
-    conn: AsyncConnection, account_id: str, limit: int, offset: int
+    conn: Executor, account_id: str, limit: int, offset: int
 ) -> list[Row[Any]]:
     result = await conn.execute(
         select(endpoints)
@@ -51,7 +50,7 @@ async def page_endpoints(
 
 
 async def update_endpoint(
-    conn: AsyncConnection, account_id: str, endpoint_id: str, values: Mapping[str, Any]
+    conn: Executor, account_id: str, endpoint_id: str, values: Mapping[str, Any]
 ) -> bool:
     result = await conn.execute(
         update(endpoints)
@@ -95,7 +94,7 @@ async def disable_endpoint(conn: Executor, endpoint_id: str, reason: str) -> Non
     )
 
 
-async def stored_secrets(conn: AsyncConnection) -> list[Row[Any]]:
+async def stored_secrets(conn: Executor) -> list[Row[Any]]:
     """Every endpoint's encrypted secrets (deleted endpoints' included)."""
     query = select(
         endpoints.c.id, endpoints.c.secret_encrypted, endpoints.c.previous_secret_encrypted
@@ -103,9 +102,7 @@ async def stored_secrets(conn: AsyncConnection) -> list[Row[Any]]:
     return list((await conn.execute(query)).all())
 
 
-async def replace_secret(
-    conn: AsyncConnection, endpoint_id: str, column: str, old: str, new: str
-) -> None:
+async def replace_secret(conn: Executor, endpoint_id: str, column: str, old: str, new: str) -> None:
     """Write ``new`` in ``column`` only if it still holds ``old`` (a rotation since wins)."""
     await conn.execute(
         update(endpoints)
@@ -114,9 +111,7 @@ async def replace_secret(
     )
 
 
-async def subscribed_endpoints(
-    conn: AsyncConnection, account_id: str, event_type: str
-) -> list[str]:
+async def subscribed_endpoints(conn: Executor, account_id: str, event_type: str) -> list[str]:
     """Enabled endpoints of the account that want this event type."""
     return (await subscribers(conn, [account_id], event_type)).get(account_id, [])
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, FromClause, and_, func, or_, select, tuple_, update
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from commerce_api.storage.executor import Executor
 from commerce_api.storage.tables import events, webhook_deliveries
 
 deliveries = webhook_deliveries
@@ -32,14 +32,14 @@ def keyed(keys: Collection[tuple[str, str]], table: FromClause = deliveries) -> 
     )
 
 
-async def pending_summary(conn: AsyncConnection) -> tuple[int, datetime | None]:
+async def pending_summary(conn: Executor) -> tuple[int, datetime | None]:
     """How many deliveries are pending, and the earliest ``next_attempt_at`` among them (None
     when none is): one query on the ``(status, next_attempt_at)`` index (the ``/metrics``
     outbox gauges)."""
     query = select(func.count(), func.min(deliveries.c.next_attempt_at)).where(
         deliveries.c.status == "pending"
     )
-    pending, oldest = (await conn.execute(query)).one()
+    pending, oldest = tuple((await conn.execute(query)).one())
     return int(pending), oldest
 
 
@@ -56,7 +56,7 @@ def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, An
     }
 
 
-async def has_queued_redelivery(conn: AsyncConnection, event_id: str, now: datetime) -> bool:
+async def has_queued_redelivery(conn: Executor, event_id: str, now: datetime) -> bool:
     """Whether a redelivery of the event still waits for its first attempt: a delivery that was
     reset (``enqueue`` moves ``updated_at`` past ``created_at``), is pending, has no attempt since,
     and no dispatcher is attempting it right now."""
@@ -76,7 +76,7 @@ def _due_again(now: datetime) -> dict[str, Any]:
 
 
 async def enqueue(
-    conn: AsyncConnection, event_id: str, endpoint_ids: Sequence[str], now: datetime
+    conn: Executor, event_id: str, endpoint_ids: Sequence[str], now: datetime
 ) -> None:
     """Make (or make due again) one delivery per endpoint, with a fresh retry schedule (in
     endpoint order: two redeliveries of one event lock its rows in the same order)."""
@@ -93,9 +93,7 @@ async def enqueue(
             await conn.execute(deliveries.insert().values(new_delivery(event_id, endpoint_id, now)))
 
 
-async def requeue_failed(
-    conn: AsyncConnection, endpoint_id: str, since: datetime, now: datetime
-) -> int:
+async def requeue_failed(conn: Executor, endpoint_id: str, since: datetime, now: datetime) -> int:
     """Make due again, as :func:`enqueue` does, every delivery to the endpoint of an event
     created at or after ``since`` that failed: given up (``failed``: its schedule ran out, or
     a 410) or waiting for a retry after a failed attempt. Not one that succeeded, nor one not
@@ -127,7 +125,7 @@ async def requeue_failed(
     return len(result.all())
 
 
-async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[Row[Any]]:
+async def deliveries_of(conn: Executor, event_id: str) -> list[Row[Any]]:
     result = await conn.execute(
         select(deliveries)
         .where(deliveries.c.event_id == event_id)
