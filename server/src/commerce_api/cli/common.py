@@ -82,12 +82,14 @@ def _with_database(
     deadlines: Deadlines | None = None,
 ) -> T:
     """Open the configured database, apply pending migrations, run ``work``, close. With
-    ``deadlines`` on its waits (the worker's), none for an operator's command."""
+    ``deadlines`` on its waits (the worker's), none for an operator's command. A database at
+    head is known to be so without alembic (``storage.direct``, as ``_apply_migrations``)."""
     settings = settings or _settings()
 
     async def run() -> T:
+        async with _opened_direct(settings):
+            pass  # migrated
         async with _opened(settings, deadlines) as db:
-            await db.migrate()
             return await work(db)
 
     return asyncio.run(run())
