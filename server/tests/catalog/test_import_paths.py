@@ -195,3 +195,18 @@ async def test_a_bad_file_into_an_empty_catalogue_changes_nothing(db: Database) 
     await run(db, csv_file(30))
     async with db.read() as conn:
         assert len(await search(conn, "zebra")) == 3
+
+
+async def test_the_database_audits_awkward_values_as_audit_service_does(db: Database) -> None:
+    rows = [
+        ['Say "hi" \\ there', "tab\tline\nend ☃ é", "19.99", "home", "3"],
+        ["Whole", "", "100.00", "c", "0"],
+        ["Tiny", "", "0.01", "c", "2147483647"],
+        ["Most", "", "99999999.99", "c", "1"],
+        ["Free", "", "0.00", "c", "1"],
+    ]
+    content = io.StringIO()
+    csv.writer(content).writerows([HEADER, *rows])
+    await run(db, io.BytesIO(content.getvalue().encode()))
+    stored = await imported(db, await last_change(db))  # checks each audit row
+    assert [row[0] for row in stored["products"]] == [row[0] for row in rows]
