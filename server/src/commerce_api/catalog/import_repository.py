@@ -42,7 +42,7 @@ _SQLITE_AUDIT_CREATED = text(
     " ELSE p.price_minor / 100.0 END),"
     " 'category', json_array(NULL, p.category),"
     " 'inventory_count', json_array(NULL, p.inventory_count))"
-    " FROM products p WHERE p.rowid > :after"
+    " FROM products p WHERE p.rowid > (SELECT max(rowid) FROM products) - :count"
 )
 # PostgreSQL: the same JSON written out rather than by json_build_object, which looks up the
 # type of each of its arguments again for every row (twice the cost). to_json quotes a text
@@ -64,7 +64,6 @@ _POSTGRESQL_AUDIT_CREATED = text(
     " AS p (id, name, description, price_minor, category, inventory_count)"
 )
 _AUDITED_COLUMNS = ("id", "name", "description", "price_minor", "category", "inventory_count")
-_LAST_ROWID = text("SELECT coalesce(max(rowid), 0) FROM products")
 
 
 async def copy_in_audited(
@@ -79,9 +78,9 @@ async def copy_in_audited(
     actor_type, actor_id = actor
     values: dict[str, Any] = {"actor_type": actor_type, "actor_id": actor_id}
     if conn.dialect.name == "sqlite":
-        # SQLite's one writer is this transaction: the rows copied in are exactly those whose
-        # rowid is above the largest before (an insert takes the largest rowid plus one).
-        values["after"] = int(await conn.scalar(_LAST_ROWID) or 0)
+        # SQLite's one writer is this transaction: the rows copied in are exactly the last
+        # ``count`` by rowid (each insert takes the largest rowid plus one).
+        values["count"] = len(columns["id"])
         await copy_columns(conn, products, columns, stamps)
         await conn.execute(_SQLITE_AUDIT_CREATED, values)
         return
