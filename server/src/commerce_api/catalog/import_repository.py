@@ -44,20 +44,17 @@ _SQLITE_AUDIT_CREATED = text(
     " 'inventory_count', json_array(NULL, p.inventory_count))"
     " FROM products p WHERE p.rowid > (SELECT max(rowid) FROM products) - :count"
 )
-# PostgreSQL: the same JSON written out rather than by json_build_object, which looks up the
-# type of each of its arguments again for every row (twice the cost). to_json quotes a text
-# as json_build_array would; a number's text is its JSON.
 _POSTGRESQL_AUDIT_CREATED = text(
     "INSERT INTO audit_events (id, created_at, actor_type, actor_id, action, target_type,"
     " target_id, changes) SELECT"
     " 'aud_' || substr(p.id, 6), :created_at, :actor_type, :actor_id, 'product.create',"
-    " 'product', p.id, CAST("
-    "'{\"name\": [null, ' || to_json(p.name) || '], \"description\": [null, '"
-    " || to_json(p.description) || '], \"price\": [null, ' || CASE WHEN p.price_minor % 100 = 0"
-    " THEN CAST(p.price_minor / 100 AS text)"
-    " ELSE CAST(p.price_minor / CAST(100 AS float8) AS text) END"
-    " || '], \"category\": [null, ' || to_json(p.category)"
-    " || '], \"inventory_count\": [null, ' || p.inventory_count || ']}' AS json)"
+    " 'product', p.id, json_build_object("
+    "'name', json_build_array(NULL, p.name),"
+    " 'description', json_build_array(NULL, p.description),"
+    " 'price', json_build_array(NULL, CASE WHEN p.price_minor % 100 = 0"
+    " THEN to_json(p.price_minor / 100) ELSE to_json(p.price_minor / CAST(100 AS float8)) END),"
+    " 'category', json_build_array(NULL, p.category),"
+    " 'inventory_count', json_build_array(NULL, p.inventory_count))"
     " FROM unnest(CAST(:id AS VARCHAR[]), CAST(:name AS VARCHAR[]), CAST(:description AS TEXT[]),"
     " CAST(:price_minor AS BIGINT[]), CAST(:category AS VARCHAR[]),"
     " CAST(:inventory_count AS INTEGER[]))"
