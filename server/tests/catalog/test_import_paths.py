@@ -143,15 +143,21 @@ async def imported(db: Database, seq: int) -> dict[str, Any]:
     }
 
 
-async def search_index(db: Database) -> str:
-    """The definition of the products' search index (PostgreSQL: its GIN index; SQLite: the
-    insert trigger that fills it)."""
+async def set_aside(db: Database) -> list[str]:
+    """What a large import sets aside and puts back: SQLite, the insert trigger that fills the
+    search index; PostgreSQL, the indexes of the products and of their words, and the words'
+    foreign key."""
     async with db.read() as conn:
         if conn.dialect.name == "sqlite":
             query = "SELECT sql FROM sqlite_master WHERE name = 'product_search_insert'"
         else:
-            query = "SELECT pg_get_indexdef(CAST('ix_product_search_words' AS regclass))"
-        return str(await conn.scalar(text(query)))
+            query = (
+                "SELECT indexdef FROM pg_indexes"
+                " WHERE tablename IN ('products', 'product_search_words')"
+                " UNION ALL SELECT conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint"
+                " WHERE conrelid = CAST('product_search_words' AS regclass) ORDER BY 1"
+            )
+        return [str(row[0]) for row in (await conn.execute(text(query))).all()]
 
 
 async def last_change(db: Database) -> int:
@@ -167,7 +173,7 @@ async def last_change(db: Database) -> int:
 async def test_an_import_into_an_empty_catalogue_is_one_into_a_catalogue_with_products(
     db: Database,
 ) -> None:
-    index = await search_index(db)
+    index = await set_aside(db)
     await run(db, csv_file(LARGE))  # into an empty catalogue
     first = await imported(db, await last_change(db))
     await run(db, csv_file(LARGE))  # into one with products
@@ -175,17 +181,32 @@ async def test_an_import_into_an_empty_catalogue_is_one_into_a_catalogue_with_pr
     assert first == second
     assert len(first["products"]) == LARGE
     assert first["found"] == [f"Item {index}" for index in range(0, LARGE, 10)]
-    assert await search_index(db) == index
+    assert await set_aside(db) == index
 
 
 async def test_a_bad_file_into_an_empty_catalogue_changes_nothing(db: Database) -> None:
-    index = await search_index(db)
+    index = await set_aside(db)
     with pytest.raises(importing.InvalidImport):
         await run(db, csv_file(LARGE, bad_line=LARGE))
     async with db.read() as conn:
         assert await conn.scalar(select(products.c.id).limit(1)) is None
         assert await conn.scalar(select(audit_events.c.id).limit(1)) is None
-    assert await search_index(db) == index
+    assert await set_aside(db) == index
     await run(db, csv_file(30))
     async with db.read() as conn:
         assert len(await search(conn, "zebra")) == 3
+
+
+async def test_the_database_audits_awkward_values_as_audit_service_does(db: Database) -> None:
+    rows = [
+        ['Say "hi" \\ there', "tab\tline\nend ☃ é", "19.99", "home", "3"],
+        ["Whole", "", "100.00", "c", "0"],
+        ["Tiny", "", "0.01", "c", "2147483647"],
+        ["Most", "", "99999999.99", "c", "1"],
+        ["Free", "", "0.00", "c", "1"],
+    ]
+    content = io.StringIO()
+    csv.writer(content).writerows([HEADER, *rows])
+    await run(db, io.BytesIO(content.getvalue().encode()))
+    stored = await imported(db, await last_change(db))  # checks each audit row
+    assert [row[0] for row in stored["products"]] == [row[0] for row in rows]

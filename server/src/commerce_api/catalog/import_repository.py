@@ -7,11 +7,14 @@
   the rows just copied; PostgreSQL is sent their columns again, as arrays. Each audit id is the
   product's id under the audit prefix (``aud_`` and the product id's time and random part):
   unique as the product ids are, and in the file's order as they are.
-- A large import (:func:`begin_bulk`) indexes its new products for search once, at its end:
-  on SQLite the insert trigger of migration 0009 is dropped and the index filled in two
-  statements; on PostgreSQL, into an empty catalogue, the GIN index of the search words is
-  dropped and built again from all the words at the end. Both are undone inside the import's
-  transaction, before its commit: a rollback restores them with everything else.
+- A large import (:func:`begin_bulk`) builds some things once, at its end, rather than row by
+  row. SQLite: the insert trigger of migration 0009 is dropped and the search index filled in
+  two statements; the connection's page cache is larger meanwhile. PostgreSQL, into an empty
+  catalogue only: the products' secondary indexes, the search words' foreign key and their
+  GIN index are dropped and built again at the end (each index one sort, the key one join), as
+  ``pg_restore`` does; the products and their words are locked until the commit. Both are
+  undone inside the import's transaction, before its commit: a rollback restores them with
+  everything else.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ _SQLITE_AUDIT_CREATED = text(
     " ELSE p.price_minor / 100.0 END),"
     " 'category', json_array(NULL, p.category),"
     " 'inventory_count', json_array(NULL, p.inventory_count))"
-    " FROM products p WHERE p.rowid > :after"
+    " FROM products p WHERE p.rowid > (SELECT max(rowid) FROM products) - :count"
 )
 _POSTGRESQL_AUDIT_CREATED = text(
     "INSERT INTO audit_events (id, created_at, actor_type, actor_id, action, target_type,"
@@ -58,7 +61,6 @@ _POSTGRESQL_AUDIT_CREATED = text(
     " AS p (id, name, description, price_minor, category, inventory_count)"
 )
 _AUDITED_COLUMNS = ("id", "name", "description", "price_minor", "category", "inventory_count")
-_LAST_ROWID = text("SELECT coalesce(max(rowid), 0) FROM products")
 
 
 async def copy_in_audited(
@@ -73,9 +75,9 @@ async def copy_in_audited(
     actor_type, actor_id = actor
     values: dict[str, Any] = {"actor_type": actor_type, "actor_id": actor_id}
     if conn.dialect.name == "sqlite":
-        # SQLite's one writer is this transaction: the rows copied in are exactly those whose
-        # rowid is above the largest before (an insert takes the largest rowid plus one).
-        values["after"] = int(await conn.scalar(_LAST_ROWID) or 0)
+        # SQLite's one writer is this transaction: the rows copied in are exactly the last
+        # ``count`` by rowid (each insert takes the largest rowid plus one).
+        values["count"] = len(columns["id"])
         await copy_columns(conn, products, columns, stamps)
         await conn.execute(_SQLITE_AUDIT_CREATED, values)
         return
@@ -93,12 +95,21 @@ async def copy_in_audited(
 _SEARCH_INSERT_TRIGGER = "product_search_insert"
 # SQLite: the page cache (KiB) of the connection during a large import, against the 2 MiB of
 # SQLite's default: the pages of the tables and indexes it appends to stay in memory instead
-# of being spilled to the WAL and read back. Memory, not disk: it counts in the process's RSS.
-BULK_CACHE_KIB = 64 * 1024
-# PostgreSQL: the GIN index of the search words (migration 0012), built at the end of a large
-# import into an empty catalogue rather than entry by entry; and the memory of that build.
+# of being spilled to the WAL mid-transaction, read back, and read again at the commit to
+# checksum the WAL once more (much of a large import's system time). Memory, not disk:
+# it counts in the process's RSS.
+BULK_CACHE_KIB = 128 * 1024
+# PostgreSQL, into an empty catalogue: what a large import builds once at its end rather than
+# row by row, as pg_restore does: the products' secondary B-trees (each one sort), the foreign
+# key of the search words (one join, not one lookup per product), and the GIN index of the
+# search words (migration 0012); and the memory of those builds.
 _SEARCH_WORDS_INDEX = "ix_product_search_words"
+_SEARCH_WORDS_PRODUCT = "product_search_words_product_id_fkey"
 _INDEX_BUILD_MEMORY = "256MB"
+_PRODUCTS_SECONDARY_INDEXES = text(
+    "SELECT CAST(i.indexrelid AS regclass)::text, pg_get_indexdef(i.indexrelid) FROM pg_index i"
+    " WHERE i.indrelid = CAST('products' AS regclass) AND NOT i.indisunique ORDER BY 1"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +119,7 @@ class BulkLoad:
     search_trigger: str | None = None  # SQLite: the insert trigger's SQL
     last_search_row: int = 0  # SQLite: the search index's last row before the import
     cache_kib: int | None = None  # SQLite: the connection's page cache before the import
-    search_index: str | None = None  # PostgreSQL: the GIN index's definition
+    rebuild: tuple[str, ...] = ()  # PostgreSQL: the SQL that puts back what was dropped
 
 
 async def begin_bulk(conn: Executor) -> BulkLoad:
@@ -129,16 +140,39 @@ async def begin_bulk(conn: Executor) -> BulkLoad:
     # plan's choice between a generic plan and a custom one per value): a third of the copy.
     # One generic plan serves every check (an index lookup by key), in this transaction only.
     await conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
-    # The GIN index only into an empty catalogue. Dropping the index locks the words' table
-    # (searches wait for the commit); a catalogue that has products keeps its searches and
-    # has its new words indexed as they are copied in, by the trigger of migration 0018.
+    # Only into an empty catalogue: dropping an index or the foreign key locks the products
+    # and their words until the commit (every read of the catalogue waits for it). A
+    # catalogue that has products stays readable, its indexes and words kept row by row.
     if await conn.scalar(text("SELECT EXISTS (SELECT 1 FROM products)")):
         return BulkLoad()
-    definition = await conn.scalar(
+    indexes = [
+        (str(name), str(sql))
+        for name, sql in (await conn.execute(_PRODUCTS_SECONDARY_INDEXES)).all()
+    ]
+    words_product = await conn.scalar(
+        text(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = :name"
+            " AND conrelid = CAST('product_search_words' AS regclass)"
+        ),
+        {"name": _SEARCH_WORDS_PRODUCT},
+    )
+    words_index = await conn.scalar(
         text("SELECT pg_get_indexdef(CAST(:name AS regclass))"), {"name": _SEARCH_WORDS_INDEX}
     )
     await conn.exec_driver_sql(f"DROP INDEX {_SEARCH_WORDS_INDEX}")
-    return BulkLoad(search_index=str(definition))
+    await conn.exec_driver_sql(
+        f"ALTER TABLE product_search_words DROP CONSTRAINT {_SEARCH_WORDS_PRODUCT}"
+    )
+    for name, _ in indexes:
+        await conn.exec_driver_sql(f"DROP INDEX {name}")
+    return BulkLoad(
+        rebuild=(
+            *(sql for _, sql in indexes),
+            f"ALTER TABLE product_search_words ADD CONSTRAINT {_SEARCH_WORDS_PRODUCT}"
+            f" {words_product}",
+            str(words_index),
+        )
+    )
 
 
 async def end_bulk(conn: Executor, seq: int, bulk: BulkLoad) -> None:
@@ -162,9 +196,10 @@ async def end_bulk(conn: Executor, seq: int, bulk: BulkLoad) -> None:
             {"last_row": bulk.last_search_row},
         )
         await conn.exec_driver_sql(bulk.search_trigger)
-    if bulk.search_index is not None:
+    if bulk.rebuild:
         await conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{_INDEX_BUILD_MEMORY}'")
-        await conn.exec_driver_sql(bulk.search_index)
+        for statement in bulk.rebuild:
+            await conn.exec_driver_sql(statement)
 
 
 async def release(conn: Executor, bulk: BulkLoad) -> None:
