@@ -115,6 +115,8 @@ def test_a_day_of_shipping_on_a_phone(tmp_path: Path) -> None:
         ]
         bobs = [_place(api, client_key, "cus_bob", lines) for _ in range(BOBS)]
         ann = _place(api, client_key, "cus_ann", lines[:1])
+        if "bob" in ann.lower():  # its random part says "Bob": the search finds it too, rightly
+            pytest.skip(f"cus_ann's order id {ann} contains 'bob' (about 1 run in 1,700)")
         tracking = {"carrier": "UPS", "number": "1Z999AA10123456784"}
         shipped = api.post(
             f"/v1/orders/{ann}/fulfill", json={"tracking": tracking}, headers=bearer(client_key)
