@@ -108,6 +108,8 @@ BULK_CACHE_KIB = 128 * 1024
 # every read of the catalogue waited for the import's commit.)
 _SEARCH_WORDS_INDEX = "ix_product_search_words"
 _INDEX_BUILD_MEMORY = "256MB"
+# PostgreSQL: the statistics of a large import's tables, taken at its end (the docstring).
+_ANALYZE = ("ANALYZE products", "ANALYZE product_search_words")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,7 @@ class BulkLoad:
     search_trigger: str | None = None  # SQLite: the insert trigger's SQL
     last_search_row: int = 0  # SQLite: the search index's last row before the import
     cache_kib: int | None = None  # SQLite: the connection's page cache before the import
-    rebuild: tuple[str, ...] = ()  # PostgreSQL: what to run at the end (see the docstring)
+    at_end: tuple[str, ...] = ()  # PostgreSQL: the GIN index to build again, then ANALYZE
 
 
 async def begin_bulk(conn: Executor) -> BulkLoad:
@@ -142,15 +144,12 @@ async def begin_bulk(conn: Executor) -> BulkLoad:
     # (searches wait for the commit); a catalogue that has products keeps its searches and
     # has its new words indexed as they are copied in, by the trigger of migration 0018.
     if await conn.scalar(text("SELECT EXISTS (SELECT 1 FROM products)")):
-        return BulkLoad(rebuild=_ANALYZE)
+        return BulkLoad(at_end=_ANALYZE)
     definition = await conn.scalar(
         text("SELECT pg_get_indexdef(CAST(:name AS regclass))"), {"name": _SEARCH_WORDS_INDEX}
     )
     await conn.exec_driver_sql(f"DROP INDEX {_SEARCH_WORDS_INDEX}")
-    return BulkLoad(rebuild=(str(definition), *_ANALYZE))
-
-
-_ANALYZE = ("ANALYZE products", "ANALYZE product_search_words")
+    return BulkLoad(at_end=(str(definition), *_ANALYZE))
 
 
 async def end_bulk(conn: Executor, seq: int, bulk: BulkLoad) -> None:
@@ -174,9 +173,9 @@ async def end_bulk(conn: Executor, seq: int, bulk: BulkLoad) -> None:
             {"last_row": bulk.last_search_row},
         )
         await conn.exec_driver_sql(bulk.search_trigger)
-    if bulk.rebuild:
+    if bulk.at_end:
         await conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{_INDEX_BUILD_MEMORY}'")
-        for statement in bulk.rebuild:
+        for statement in bulk.at_end:
             await conn.exec_driver_sql(statement)
 
 

@@ -73,12 +73,18 @@ KEY_PARTITION = 5000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = _EPOCH.replace(tzinfo=None)  # SQLite's texts are UTC without a zone
 _MICROSECOND = timedelta(microseconds=1)
-_MICROS = repeat(_MICROSECOND)  # the divisor of ``micros``, for ``map``
 
 
 def micros(moment: datetime) -> int:
     """Microseconds since 1970 (exact, unlike a float's ``timestamp()``)."""
     return (moment - _EPOCH) // _MICROSECOND
+
+
+def _all_micros(moments: Sequence[datetime], epoch: datetime) -> list[int]:
+    """``micros`` of each of ``moments`` (since ``epoch``, naive or aware as they are), in the
+    C code of ``map`` and ``datetime``: a third of the time of a Python call each."""
+    since = map(sub, moments, repeat(epoch))
+    return list(map(floordiv, since, repeat(_MICROSECOND)))
 
 
 class KeyColumns(NamedTuple):
@@ -102,8 +108,7 @@ async def key_columns_postgresql(conn: asyncpg.Connection) -> AsyncIterator[KeyC
         after: tuple[datetime, str] = (_EARLIEST, "")
         while rows := await conn.fetch(KEYS_AFTER_POSTGRESQL, *after, KEY_PARTITION):
             ids, names, prices, categories, created = zip(*rows, strict=True)
-            since = map(sub, created, repeat(_EPOCH))  # in C code, as on SQLite
-            yield KeyColumns(ids, names, prices, categories, list(map(floordiv, since, _MICROS)))
+            yield KeyColumns(ids, names, prices, categories, _all_micros(created, _EPOCH))
             after = (created[-1], ids[-1])
 
 
@@ -117,11 +122,9 @@ def _sqlite_micros(moment: datetime) -> int:
 
 
 def _all_sqlite_micros(moments: list[datetime]) -> list[int]:
-    """``_sqlite_micros`` of each of ``moments``: in the C code of ``map`` and ``datetime``
-    (a third of the time of a Python call each, at a million rows) while none has a zone."""
+    """``_sqlite_micros`` of each of ``moments``: ``_all_micros`` while none has a zone."""
     try:
-        since = map(sub, moments, repeat(_NAIVE_EPOCH))
-        return list(map(floordiv, since, _MICROS))
+        return _all_micros(moments, _NAIVE_EPOCH)
     except TypeError:  # a zone: each on its own
         return [_sqlite_micros(moment) for moment in moments]
 

@@ -57,7 +57,8 @@ def bitmap(slots: Iterable[int], size: int) -> bytearray:
 
 
 def _as_bytes(bits: int) -> bytes:
-    """A bitmap held as an int, as bytes (the order ``bitmap`` writes), for tests by slot."""
+    """A bitmap held as an int, as bytes in the order ``bitmap`` writes (bit ``slot % 8`` of
+    byte ``slot // 8``)."""
     return bits.to_bytes((bits.bit_length() + 7) // 8 or 1, "little")
 
 

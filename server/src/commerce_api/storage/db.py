@@ -47,8 +47,6 @@ _MIGRATION_LOCK_ID = 7_310_420_113  # arbitrary; serialises concurrent `migrate`
 
 
 class Database:
-    _checkpointer: WalCheckpointer | None = None
-    _autocheckpoint = True
     """``deadlines``: how long the service waits for the database (``storage.deadlines``); the
     app passes the settings' (``app.services``). Without them (operator tools, tests), waits are
     unbounded, but for SQLite's busy timeout of 30 s.
@@ -82,6 +80,8 @@ class Database:
         self.reachability = Reachability()
         # The database file on SQLite (for the connections made beside the engine), else None.
         self.sqlite_path: str | None = self.url.database if self.is_sqlite else None
+        self._autocheckpoint = not background_checkpoints  # SQLite: do its commits checkpoint
+        self._checkpointer: WalCheckpointer | None = None
         self.busy_seconds = UNBOUNDED_SQLITE_BUSY_SECONDS if deadlines is None else deadlines.lock
         write_options: dict[str, Any] = {BEGIN_IMMEDIATE: True}
         if self.sqlite_path is not None:
@@ -91,7 +91,6 @@ class Database:
                 connect_args={"timeout": self.busy_seconds},
                 json_serializer=json_text,
             )
-            self._autocheckpoint = not background_checkpoints
             configure_sqlite_engine(
                 self.engine.sync_engine, self.busy_seconds, self._autocheckpoint
             )
