@@ -3,8 +3,10 @@
 It runs the real target into a temporary directory (``DIST=…``), then installs the Python
 client's wheel into a fresh virtual environment (its dependencies from uv's cache, or the
 package index) and the TypeScript client's tarball into a fresh npm project (it has no
-dependencies), and imports each from there. When ``client-ts/node_modules`` is installed the
-target's ``npm ci`` is skipped (``NPM_CI=true``): the tree's own TypeScript compiles the tarball.
+dependencies), and imports each from there. When ``client-ts/node_modules`` holds the TypeScript
+compiler the target's ``npm ci`` is skipped (``NPM_CI=true``): the tree's own TypeScript compiles
+the tarball. A ``node_modules`` without it (left half-installed, or copied without its files) is
+installed again by the target's ``npm ci``.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def run(*args: str | Path, cwd: Path = ROOT) -> str:
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    npm_ci = ["NPM_CI=true"] if (CLIENT_TS / "node_modules").is_dir() else []
+    compiler = CLIENT_TS / "node_modules" / "typescript" / "bin" / "tsc"
+    npm_ci = ["NPM_CI=true"] if compiler.is_file() else []
     run("make", "--no-print-directory", "dist", f"DIST={out}", *npm_ci)
     return out
 
