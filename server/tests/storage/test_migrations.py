@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from commerce_api.accounts import service as accounts
 from commerce_api.catalog import search_repository as catalog_search
-from commerce_api.orders import repository as orders_repository
+from commerce_api.orders import search_repository
 from commerce_api.storage import migrations
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import in_metadata, metadata, orders
@@ -583,13 +583,13 @@ def _order_row(order_id: str, customer_id: str) -> str:
 
 async def test_0019_indexes_the_orders_before_it_for_search(empty_database_url: str) -> None:
     """0019 adds each backend's trigram index of orders' ids and customer ids and fills it with
-    the orders already there; an order inserted later is found too (its search row written in
-    the order's own statement on SQLite). Down again, the index goes and the orders stay."""
+    the orders already there; an order inserted later is found too (queued by 0020's trigger in
+    the order's own statement). Down again, the index goes and the orders stay."""
     rows = [ACCOUNT_ROW, _order_row("ord_0001alpha", "cus_bob"), _order_row("ord_0002", "ann")]
 
     async def up(conn: AsyncConnection) -> None:
         async def found(q: str) -> list[str]:
-            condition = orders_repository.search_condition(conn.dialect.name, q)
+            condition = search_repository.search_condition(conn.dialect.name, q)
             result = await conn.execute(select(orders.c.id).where(condition).order_by(orders.c.id))
             return list(result.scalars())
 
@@ -599,9 +599,6 @@ async def test_0019_indexes_the_orders_before_it_for_search(empty_database_url: 
         assert await found("ann") == ["ord_0002"]
         await conn.execute(text(_order_row("ord_0003", "cus_bobby")))
         assert await found("bob") == ["ord_0001alpha", "ord_0003"]
-        if conn.dialect.name == "postgresql":
-            schema = await conn.run_sync(_describe_orders)
-            assert "ix_orders_search" in schema
 
     async def down(conn: AsyncConnection) -> None:
         assert await conn.scalar(text("SELECT count(*) FROM orders")) == 2  # up read only
@@ -610,6 +607,90 @@ async def test_0019_indexes_the_orders_before_it_for_search(empty_database_url: 
         assert "ix_orders_search" not in await conn.run_sync(_describe_orders)
 
     await _round_trip(empty_database_url, "0018", rows, up, down)
+
+
+async def test_0020_indexes_placed_orders_before_a_search(empty_database_url: str) -> None:
+    """0020 keeps what 0019 indexed; an order placed after it is not indexed and found by the
+    search all the same; ``index_pending`` indexes it, a bounded number at a time, where it is
+    found again. Down to 0019, the rest is indexed first: 0019's own search finds every order."""
+    rows = [ACCOUNT_ROW, _order_row("ord_0001alpha", "cus_bob"), _order_row("ord_0002", "ann")]
+
+    async def found(conn: AsyncConnection, q: str) -> list[str]:
+        condition = search_repository.search_condition(conn.dialect.name, q)
+        result = await conn.execute(select(orders.c.id).where(condition).order_by(orders.c.id))
+        return list(result.scalars())
+
+    database = Database(empty_database_url)
+    try:
+        async with database.write() as conn:
+            await conn.run_sync(_migrate_to("0019"))
+            for row in rows:
+                await conn.execute(text(row))
+        async with database.write() as conn:
+            await conn.run_sync(_migrate_to("head"))
+        async with database.write() as conn:
+            assert await search_repository.index_pending(conn, 10) == 0
+            assert await found(conn, "bob") == ["ord_0001alpha"]
+            await conn.execute(text(_order_row("ord_0003", "cus_BOBBY")))
+            await conn.execute(text(_order_row("ord_0004", "cus_bo%b")))
+        async with database.write() as conn:
+            assert await found(conn, "bob") == ["ord_0001alpha", "ord_0003"]
+            assert await found(conn, "o%b") == ["ord_0004"]  # % is a character, not a wildcard
+            assert await found(conn, "o_b") == []
+            assert await search_repository.index_pending(conn, 1) == 1
+            assert await found(conn, "bob") == ["ord_0001alpha", "ord_0003"]
+            assert await search_repository.index_pending(conn, 10) == 1
+            assert await search_repository.index_pending(conn, 10) == 0
+            assert await found(conn, "bob") == ["ord_0001alpha", "ord_0003"]
+            assert await found(conn, "o%b") == ["ord_0004"]
+            await conn.execute(text(_order_row("ord_0005", "cus_bob")))
+        async with database.write() as conn:
+            await conn.run_sync(_migrate_to("-0019"))
+        async with database.read() as conn:
+            if conn.dialect.name == "sqlite":
+                matched = text(
+                    "SELECT r.order_id FROM order_search_rows r JOIN order_search s "
+                    "ON s.rowid = r.id WHERE order_search MATCH '\"bob\"' ORDER BY r.order_id"
+                )
+            else:
+                assert "ix_orders_search" in await conn.run_sync(_describe_orders)
+                matched = text(
+                    "SELECT id FROM orders WHERE id ILIKE '%bob%' OR customer_id ILIKE '%bob%' "
+                    "ORDER BY id"
+                )
+            assert list((await conn.execute(matched)).scalars()) == [
+                "ord_0001alpha",
+                "ord_0003",
+                "ord_0005",
+            ]
+    finally:
+        await database.dispose()
+
+
+async def test_sqlite_search_indexes_every_missing_order_after_a_renumbering(
+    sqlite_database_url: str,
+) -> None:
+    """SQLite: should the mark's rowid no longer hold the last order indexed (VACUUM renumbers
+    the rowids of ``orders``; that order deleted), ``index_pending`` indexes every order missing
+    from the index, and the search finds them all."""
+    database = Database(sqlite_database_url)
+    try:
+        async with database.write() as conn:
+            await conn.execute(text(ACCOUNT_ROW))
+            for n in range(3):
+                await conn.execute(text(_order_row(f"ord_000{n}", f"cus_vac{n}")))
+            await search_repository.index_pending(conn, 10)
+            await conn.execute(text("DELETE FROM orders WHERE id = 'ord_0002'"))
+            for n in range(3, 6):
+                await conn.execute(text(_order_row(f"ord_000{n}", f"cus_vac{n}")))
+        async with database.write() as conn:
+            assert await search_repository.index_pending(conn, 2) == 3  # all missing, at once
+            assert await search_repository.index_pending(conn, 2) == 0
+            condition = search_repository.search_condition("sqlite", "vac")
+            result = await conn.execute(select(orders.c.id).where(condition).order_by(orders.c.id))
+            assert list(result.scalars()) == [f"ord_000{n}" for n in (0, 1, 3, 4, 5)]
+    finally:
+        await database.dispose()
 
 
 def _describe_orders(sync_conn: Connection) -> set[str]:

@@ -8,29 +8,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Integer,
-    String,
-    column,
-    func,
-    or_,
-    select,
-    table,
-    text,
-    update,
-)
+from sqlalchemy import ColumnElement, func, select, text, update
 from sqlalchemy.engine import Row
 
 from commerce_api.core.pagination import NewestFirst
+from commerce_api.orders.search_repository import search_condition
 from commerce_api.storage import freshness, keyset
 from commerce_api.storage.executor import Executor
-from commerce_api.storage.tables import (
-    ORDER_IS_PENDING,
-    order_items,
-    orders,
-    products,
-)
+from commerce_api.storage.tables import ORDER_IS_PENDING, order_items, orders, products
 
 
 async def release_stock(conn: Executor, product_id: str, quantity: int) -> None:
@@ -56,42 +41,6 @@ async def lines_of(conn: Executor, order_ids: Sequence[str]) -> list[Row[Any]]:
         .order_by(order_items.c.order_id, order_items.c.position)
     )
     return list(result.all())
-
-
-# --- search by any part of an order id or customer id (migration 0019) ------------------------
-
-SEARCH_MIN_LENGTH = 3
-"""The shortest search matched as a part of an id: a trigram index finds nothing shorter. A
-shorter one matches a whole order id or customer id."""
-
-# SQLite: FTS5's ``order_search`` (trigram tokenizer), its rowid numbered by
-# ``order_search_rows``; PostgreSQL: ``ILIKE`` on ``ix_orders_search`` (``gin_trgm_ops``).
-_search_rows = table("order_search_rows", column("id", Integer), column("order_id", String))
-_search = table("order_search", column("rowid", Integer))
-_SQLITE_MATCHES = text("order_search MATCH :order_match")
-
-
-def _contains_pattern(q: str) -> str:
-    """``q`` anywhere, as a ``LIKE`` pattern (its own ``%``, ``_`` and ``\\`` taken as they are)."""
-    escaped = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def search_condition(dialect: str, q: str) -> ColumnElement[bool]:
-    """The orders whose id or customer id holds ``q`` (case-insensitively; at least
-    :data:`SEARCH_MIN_LENGTH` characters), else whose id or customer id is ``q``."""
-    if len(q) < SEARCH_MIN_LENGTH:
-        return or_(orders.c.id == q, orders.c.customer_id == q)
-    if dialect == "postgresql":
-        pattern = _contains_pattern(q)
-        return or_(orders.c.id.ilike(pattern), orders.c.customer_id.ilike(pattern))
-    phrase = '"' + q.replace('"', '""') + '"'  # one string to find, whatever it holds
-    matched = (
-        select(_search.c.rowid)
-        .select_from(_search)
-        .where(_SQLITE_MATCHES.bindparams(order_match=phrase))
-    )
-    return orders.c.id.in_(select(_search_rows.c.order_id).where(_search_rows.c.id.in_(matched)))
 
 
 def _filters(

@@ -127,6 +127,9 @@ async def export_orders(request: Request, services: ServicesDep, session: Sessio
         error = "Choose one row per order or one per line (rows is order or line)."
     if error is not None:
         return render(request, "message.html", {"title": "Cannot export", "error": error}, 400)
+    if filters.q:
+        async with services.db.write() as conn:
+            await orders.index_for_search(conn, filters.q)
     reader = _chunk_reader(filters.principal(session), filters, kind)
     name = "orders" if kind == "order" else "order-lines"
     return exports.csv_download(name, HEADERS[kind], exports.keyset_chunks(services.db, reader))

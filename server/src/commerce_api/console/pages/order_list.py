@@ -32,7 +32,7 @@ from commerce_api.console.sessions import ConsoleSession
 from commerce_api.core.errors import APIError
 from commerce_api.core.pagination import NewestFirst
 from commerce_api.http.dependencies import ServicesDep
-from commerce_api.orders import repository as orders_repository
+from commerce_api.orders import search_repository
 from commerce_api.orders import service as orders
 from commerce_api.orders.domain import OrderStatus
 
@@ -54,7 +54,7 @@ def _day(text: str) -> date | None:
 @dataclass(frozen=True, slots=True)
 class OrderFilters:
     """The list's search and filters, from its query string. ``q`` is any part of an order id
-    or customer id (``orders.repository.search_condition``); the dates are UTC days, both
+    or customer id (``orders.search_repository.search_condition``); the dates are UTC days, both
     included: the API's ``created_gte`` (the first day's start) and ``created_lt`` (the day
     after the last)."""
 
@@ -135,6 +135,9 @@ async def orders_page(request: Request, services: ServicesDep, session: SessionD
     number = page_number(request)
     found: list[dict[str, Any]] = []
     total = 0
+    if error is None and filters.q:
+        async with services.db.write() as conn:
+            await orders.index_for_search(conn, filters.q)
     async with services.db.read() as conn:
         if error is None:
             principal = filters.principal(session)
@@ -152,7 +155,7 @@ async def orders_page(request: Request, services: ServicesDep, session: SessionD
         "query": query,
         "error": error,
         "total": total,
-        "search_min_length": orders_repository.SEARCH_MIN_LENGTH,
+        "search_min_length": search_repository.SEARCH_MIN_LENGTH,
         "max_selected": bulk.MAX_SELECTED,
         "max_matching": MAX_MATCHING,
         "export_fields": filters.fields(),

@@ -28,7 +28,6 @@ from commerce_api.storage.tables.schema import (
     metadata,
 )
 from commerce_api.storage.tables.search import (
-    ORDER_SEARCH_INDEX,
     ORDER_SEARCH_PREFIX,
     PRODUCT_SEARCH_PREFIX,
     in_metadata,
@@ -48,7 +47,6 @@ __all__ = [
     "NAMING_CONVENTION",
     "ORDER_HOURS_UNTIL",
     "ORDER_IS_PENDING",
-    "ORDER_SEARCH_INDEX",
     "ORDER_SEARCH_PREFIX",
     "PRODUCT_SEARCH_PREFIX",
     "SortableId",

@@ -13,16 +13,15 @@ from typing import Any
 # of ``metadata`` and the schema comparison (``in_metadata``) skips them by name.
 PRODUCT_SEARCH_PREFIX = "product_search"
 # Order search by any part of an order id or customer id, each backend's trigram index
-# (migration 0019): on SQLite an FTS5 table with the ``trigram`` tokenizer (``order_search``,
-# contentless, numbered by ``order_search_rows``) kept in step by a trigger on ``orders``; on
-# PostgreSQL ``ix_orders_search``, a GIN index of both columns with ``gin_trgm_ops``.
+# (migrations 0019, 0020): on SQLite an FTS5 table with the ``trigram`` tokenizer
+# (``order_search``, contentless, numbered by ``order_search_rows``); on PostgreSQL
+# ``order_search``, ids under a GIN index with ``gin_trgm_ops``; on both, the queue of orders
+# placed since (``order_search_pending``), filled by a trigger on ``orders``.
 ORDER_SEARCH_PREFIX = "order_search"
-ORDER_SEARCH_INDEX = "ix_orders_search"
 
 
 def in_metadata(name: str | None, type_: str, parent_names: Any) -> bool:
     """Alembic's ``include_name`` hook: False for the full-text objects declared above."""
-    text_ = name or ""
     if type_ == "table":
-        return not text_.startswith((PRODUCT_SEARCH_PREFIX, ORDER_SEARCH_PREFIX))
-    return not (type_ == "index" and text_ == ORDER_SEARCH_INDEX)
+        return not (name or "").startswith((PRODUCT_SEARCH_PREFIX, ORDER_SEARCH_PREFIX))
+    return True
