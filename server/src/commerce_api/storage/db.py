@@ -56,8 +56,9 @@ class Database:
     which only a direct connection to PostgreSQL gives. Without it, a pooled database has no
     listener (every request then reads the change stamps; nothing is cached).
 
-    ``background_checkpoints`` (SQLite; the serving process's): commits never checkpoint the
-    write-ahead log, a thread does (``storage.checkpoints``)."""
+    ``background_checkpoints`` (SQLite; the serving process's): a thread checkpoints the
+    write-ahead log while the process writes little, its commits only past a larger threshold
+    (``storage.checkpoints``)."""
 
     def __init__(
         self,
@@ -97,6 +98,7 @@ class Database:
             write_options[BUSY_TIMEOUT_MS] = milliseconds(self.busy_seconds)
             if background_checkpoints:
                 self._checkpointer = WalCheckpointer(self.sqlite_path)
+                self._checkpointer.count_commits(self.engine.sync_engine)
                 self._checkpointer.start()
         else:
             connect_args = postgres_connect_args(self.pooler is not None, deadlines)
@@ -249,6 +251,8 @@ class Database:
                     busy_seconds=self.busy_seconds,
                     autocheckpoint=self._autocheckpoint,
                 )
+                if self._checkpointer is not None:
+                    self._checkpointer.count_commits(self._batch_writer.engine)
             wait = self.busy_seconds
             if deadline is not None:
                 wait = min(wait, deadline - asyncio.get_running_loop().time())

@@ -51,6 +51,8 @@ def _ensure_wal(cursor: Any, busy_seconds: float) -> None:
 SQLITE_JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 # Pages in the WAL that trigger an automatic checkpoint (SQLite's default, set explicitly).
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 1000
+# The serving process's threshold, where a thread checkpoints meanwhile (``storage.checkpoints``).
+SQLITE_BACKSTOP_CHECKPOINT_PAGES = 4000
 
 
 def configure_sqlite_connection(
@@ -60,13 +62,14 @@ def configure_sqlite_connection(
     order writer's): ``conn`` is a DB-API connection or cursor. The file is in WAL mode already
     (see :func:`_ensure_wal`). ``busy_seconds``: how long a write waits for another process's
     lock before "database is locked" (``Deadlines.lock``; a 503 with ``Retry-After``).
-    ``autocheckpoint`` False: its commits never checkpoint (``storage.checkpoints`` does)."""
+    ``autocheckpoint`` False: its commits checkpoint only past 4,000 pages of log (a thread of
+    the process checkpoints meanwhile: ``storage.checkpoints``)."""
     # FULL: every commit is fsynced to the WAL, so a committed order survives power loss.
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute(f"PRAGMA busy_timeout={max(1, round(busy_seconds * 1000))}")
     conn.execute(f"PRAGMA journal_size_limit={SQLITE_JOURNAL_SIZE_LIMIT_BYTES}")
-    pages = SQLITE_WAL_AUTOCHECKPOINT_PAGES if autocheckpoint else 0
+    pages = SQLITE_WAL_AUTOCHECKPOINT_PAGES if autocheckpoint else SQLITE_BACKSTOP_CHECKPOINT_PAGES
     conn.execute(f"PRAGMA wal_autocheckpoint={pages}")
 
 

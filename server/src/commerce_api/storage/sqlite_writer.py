@@ -35,7 +35,7 @@ class SQLiteBatchWriter:
     ) -> None:
         assert url.database is not None
         self._turn = _WriterTurn(url.database)
-        self._engine = create_engine(
+        self.engine = create_engine(
             url.set(drivername="sqlite+pysqlite"),
             poolclass=StaticPool,  # one connection: a process writes one batch at a time
             json_serializer=json_serializer,
@@ -44,7 +44,7 @@ class SQLiteBatchWriter:
                 "check_same_thread": False,  # the loop and the thread take turns, never at once
             },
         )
-        configure_sqlite_engine(self._engine, busy_seconds, autocheckpoint)
+        configure_sqlite_engine(self.engine, busy_seconds, autocheckpoint)
         # The batch thread: BEGIN IMMEDIATE, COMMIT and ROLLBACK, which may block, run on it.
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-batch")
 
@@ -53,7 +53,7 @@ class SQLiteBatchWriter:
         """A batch's transaction, begun within ``wait`` seconds (the turn among the processes,
         then SQLite's lock), else "database is locked"."""
         loop = asyncio.get_running_loop()
-        engine, io, turn = self._engine, self.io, self._turn
+        engine, io, turn = self.engine, self.io, self._turn
         begin = _Begin(engine, turn)
         begun = loop.run_in_executor(io, begin.run)
         try:
@@ -80,7 +80,7 @@ class SQLiteBatchWriter:
         await asyncio.shield(loop.run_in_executor(io, _end, inline, True, turn))
 
     async def dispose(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.io, self._engine.dispose)
+        await asyncio.get_running_loop().run_in_executor(self.io, self.engine.dispose)
         self.io.shutdown(wait=True)
         self._turn.close()
 
