@@ -36,8 +36,7 @@ from commerce_api.app.factory import create_app
 from commerce_api.app.fastlane import FastLane
 from commerce_api.core.errors import MAX_BODY_BYTES
 from commerce_api.http.context import RequestContext
-from commerce_api.ratelimit.limiter import RateLimiter
-from commerce_api.ratelimit.stores import RateLimitStore
+from commerce_api.ratelimit.limiter import RateLimiter, RateLimitStore
 from commerce_api.settings import Settings
 from commerce_api.storage.db import Database
 from commerce_api.storage.tables import idempotency_keys, products

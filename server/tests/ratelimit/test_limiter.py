@@ -16,14 +16,9 @@ import pytest
 from redis.asyncio import Redis
 
 from commerce_api.ratelimit import limiter as limiter_module
-from commerce_api.ratelimit import stores as stores_module
-from commerce_api.ratelimit.limiter import STORE_RETRY_SECONDS, Decision, RateLimiter
-from commerce_api.ratelimit.stores import (
-    MAX_LEASE,
-    REDIS_TIMEOUT_SECONDS,
-    MemoryStore,
-    RedisStore,
-)
+from commerce_api.ratelimit import redis_store as stores_module
+from commerce_api.ratelimit.limiter import STORE_RETRY_SECONDS, Decision, MemoryStore, RateLimiter
+from commerce_api.ratelimit.redis_store import MAX_LEASE, REDIS_TIMEOUT_SECONDS, RedisStore
 from commerce_api.settings import Settings
 from tests.conftest import make_settings
 from tests.round_trips import counting_relay

@@ -16,8 +16,8 @@ from commerce_api.catalog.routes import CatalogServices
 from commerce_api.http.services import RequestServices
 from commerce_api.orders.desk import OrderDesk
 from commerce_api.orders.routes import OrderServices
-from commerce_api.ratelimit.limiter import RateLimiter
-from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore, RedisStore
+from commerce_api.ratelimit.limiter import MemoryStore, RateLimiter, RateLimitStore
+from commerce_api.ratelimit.redis_store import RedisStore
 from commerce_api.readpath.service import ReadPath
 from commerce_api.settings import Settings
 from commerce_api.storage.connecting import SERVER_SETTINGS

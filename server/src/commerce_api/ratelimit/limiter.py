@@ -1,4 +1,10 @@
-"""The limiter: which quota a request counts against, and the answer it gets."""
+"""The limiter: which quota a request counts against, and the answer it gets; and where the
+counts live, behind ``RateLimitStore``: this process's (``MemoryStore``, the embedded default) or
+Redis's for several processes (``redis_store.py``).
+
+Both count in fixed windows aligned to the Unix epoch (``window_start = now - now % window``),
+so every process agrees on when a window starts and resets without talking to the others.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,43 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple, Protocol, get_args
 
 from commerce_api.observability.metrics import RATE_LIMIT_STORE_ERRORS
-from commerce_api.ratelimit.stores import MemoryStore, RateLimitStore
 from commerce_api.settings import Settings, Tier
 
 logger = logging.getLogger("commerce_api.ratelimit")
+
+
+class RateLimitStore(Protocol):
+    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
+        """Count one request for ``key`` in the window; return its place in the window's count
+        (admitted when it is at most ``limit``)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryStore:
+    """Counters in this process: for the embedded default (one process)."""
+
+    def __init__(self) -> None:
+        self._window_start = -1
+        self._counts: dict[str, int] = {}
+
+    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
+        # No await between read and write: atomic under asyncio.
+        if window_start > self._window_start:
+            self._window_start = window_start
+            self._counts = {}  # every key's window ends together, so drop them all
+        # A clock that stepped back lands in an older window: count it in the newest one.
+        count = self._counts.get(key, 0) + 1
+        self._counts[key] = count
+        return count
+
+    async def close(self) -> None:
+        return None
+
 
 # After the shared store fails, count in this process for a while instead of paying a timeout
 # on every request.

@@ -1,7 +1,9 @@
-"""Where request counts live: in this process, or in Redis for several processes.
+"""Request counts in Redis, for several processes (``MemoryStore``, in ``limiter.py``, is the
+embedded default's).
 
-Both count in fixed windows aligned to the Unix epoch (``window_start = now - now % window``),
-so every process agrees on when a window starts and resets without talking to the others.
+It counts in fixed windows aligned to the Unix epoch (``window_start = now - now % window``),
+as the in-process store does, so every process agrees on when a window starts and resets
+without talking to the others.
 """
 
 from __future__ import annotations
@@ -9,40 +11,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Protocol
 
 from commerce_api.core.coalescing import Rounds
-
-
-class RateLimitStore(Protocol):
-    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
-        """Count one request for ``key`` in the window; return its place in the window's count
-        (admitted when it is at most ``limit``)."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-class MemoryStore:
-    """Counters in this process: for the embedded default (one process)."""
-
-    def __init__(self) -> None:
-        self._window_start = -1
-        self._counts: dict[str, int] = {}
-
-    async def hit(self, key: str, window_start: int, window_seconds: int, limit: int) -> int:
-        # No await between read and write: atomic under asyncio.
-        if window_start > self._window_start:
-            self._window_start = window_start
-            self._counts = {}  # every key's window ends together, so drop them all
-        # A clock that stepped back lands in an older window: count it in the newest one.
-        count = self._counts.get(key, 0) + 1
-        self._counts[key] = count
-        return count
-
-    async def close(self) -> None:
-        return None
-
 
 # INCRBY and EXPIRE in one atomic step per key, for a whole round of leases in one round
 # trip. A key names its window, so a window's counter is never shared with the next; the
