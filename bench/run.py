@@ -621,8 +621,13 @@ def measure_service(
                 measure_side_by_side([*targets, ceiling_target], args)
             for name, path in searches:
                 measure_side_by_side([target(name, base + path, auth, pid), list_ceiling], args)
+        # Each order makes a delivery on both sides: the baseline's database is a copy made
+        # before this endpoint, so it is given one of its own.
         endpoint = {"url": receiver_url + "/hook", "events": ["order.created"]}
-        httpx.post(base + "/v1/webhook_endpoints", headers=auth, json=endpoint).raise_for_status()
+        for side in (base, before_base) if before_pid is not None else (base,):
+            httpx.post(
+                side + "/v1/webhook_endpoints", headers=auth, json=endpoint
+            ).raise_for_status()
         orders = [target("create order", base + "/v1/orders", auth, pid, script)]
         if before_pid is not None:  # a copy of the same database; the script's keys its own
             before_script = order_script(work / "orders-before.lua", [product_id], "cus_bench")
