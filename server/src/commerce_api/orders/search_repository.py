@@ -36,8 +36,10 @@ _SQLITE_MATCHES = text("order_search MATCH :order_match")
 # FTS5, and the mark moved to the last of them, in the caller's transaction.
 _SQLITE_MARK = text("SELECT order_rowid, order_id FROM order_search_mark")
 _SQLITE_MARKED = text("SELECT id FROM orders WHERE rowid = :rowid")
-_SQLITE_NEXT = text(
-    "SELECT rowid, id FROM orders WHERE rowid > :after ORDER BY rowid LIMIT 1 OFFSET :skip"
+# The last of the first ``limit`` orders past the mark; none when there is none.
+_SQLITE_UPTO = text(
+    "SELECT order_rowid, id FROM (SELECT rowid AS order_rowid, id FROM orders "
+    "WHERE rowid > :after ORDER BY rowid LIMIT :limit) ORDER BY order_rowid DESC LIMIT 1"
 )
 _SQLITE_LAST = text("SELECT rowid, id FROM orders ORDER BY rowid DESC LIMIT 1")
 _SQLITE_NUMBERED = text("SELECT coalesce(max(id), 0) FROM order_search_rows")
@@ -85,9 +87,8 @@ async def index_pending(conn: Executor, limit: int) -> int:
         await conn.execute(_SQLITE_NUMBER_MISSING)
         last = _rowid_and_id((await conn.execute(_SQLITE_LAST)).one())
     else:
-        found = (await conn.execute(_SQLITE_NEXT, {"after": after, "skip": limit - 1})).first()
-        found = found or (await conn.execute(_SQLITE_LAST)).first()
-        if found is None or _rowid_and_id(found)[0] <= after:
+        found = (await conn.execute(_SQLITE_UPTO, {"after": after, "limit": limit})).first()
+        if found is None:
             return 0
         last = _rowid_and_id(found)
         await conn.execute(_SQLITE_NUMBER_AFTER, {"after": after, "upto": last[0]})
@@ -107,6 +108,13 @@ def _contains_pattern(q: str) -> str:
     return f"%{escaped}%"
 
 
+def _either_holds(
+    order_id: ColumnElement[str], customer_id: ColumnElement[str], pattern: str
+) -> ColumnElement[bool]:
+    """PostgreSQL: ``order_id`` or ``customer_id`` matches ``pattern`` (``ILIKE``)."""
+    return or_(order_id.ilike(pattern), customer_id.ilike(pattern))
+
+
 def search_condition(dialect: str, q: str) -> ColumnElement[bool]:
     """The orders whose id or customer id holds ``q`` (case-insensitively; at least
     :data:`SEARCH_MIN_LENGTH` characters), else whose id or customer id is ``q``: those the
@@ -117,13 +125,14 @@ def search_condition(dialect: str, q: str) -> ColumnElement[bool]:
         return or_(orders.c.id == q, orders.c.customer_id == q)
     pattern = _contains_pattern(q)
     if dialect == "postgresql":
-        holds = or_(_trigrams.c.order_id.ilike(pattern), _trigrams.c.customer_id.ilike(pattern))
         queued = orders.alias("queued")
-        indexed = select(_trigrams.c.order_id).where(holds)
+        indexed = select(_trigrams.c.order_id).where(
+            _either_holds(_trigrams.c.order_id, _trigrams.c.customer_id, pattern)
+        )
         not_indexed = (
             select(queued.c.id)
             .join(_pending, _pending.c.order_id == queued.c.id)
-            .where(or_(queued.c.id.ilike(pattern), queued.c.customer_id.ilike(pattern)))
+            .where(_either_holds(queued.c.id, queued.c.customer_id, pattern))
         )
         return orders.c.id.in_(indexed.union_all(not_indexed))
     phrase = '"' + q.replace('"', '""') + '"'  # one string to find, whatever it holds
