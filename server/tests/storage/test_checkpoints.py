@@ -44,17 +44,25 @@ async def test_without_the_thread_a_commit_checkpoints(tmp_path: Path) -> None:
         await db.dispose()
 
 
-async def test_with_the_thread_no_commit_checkpoints_and_the_thread_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "background.db"
+async def _size_before_the_first_round(
+    path: Path, monkeypatch: pytest.MonkeyPatch, rows: int = ROWS
+) -> int:
+    """The database file's size after a burst of ``rows`` with the thread's first round an hour
+    away, the engine still open (closed after: the last connection folds the WAL in itself)."""
     monkeypatch.setattr(checkpoints, "CHECKPOINT_EVERY_SECONDS", 3600.0)
     db = Database(f"sqlite:///{path}", background_checkpoints=True)
     try:
-        await _burst(db)
-        assert _file_size(path) < ROWS * BLOB / 10  # every page still in the WAL only
+        await _burst(db, rows)
+        return _file_size(path)
     finally:
-        await db.dispose()  # the last connection closed: SQLite folds the WAL in itself
+        await db.dispose()
+
+
+async def test_with_the_thread_no_commit_checkpoints_and_the_thread_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    size = await _size_before_the_first_round(tmp_path / "background.db", monkeypatch)
+    assert size < ROWS * BLOB / 10  # every page still in the WAL only
     monkeypatch.setattr(checkpoints, "CHECKPOINT_EVERY_SECONDS", 0.05)
     path = tmp_path / "thread.db"
     db = Database(f"sqlite:///{path}", background_checkpoints=True)
@@ -72,14 +80,8 @@ async def test_with_the_thread_no_commit_checkpoints_and_the_thread_does(
 async def test_with_the_thread_a_commit_past_4000_pages_checkpoints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "backstop.db"
-    monkeypatch.setattr(checkpoints, "CHECKPOINT_EVERY_SECONDS", 3600.0)
-    db = Database(f"sqlite:///{path}", background_checkpoints=True)
-    try:
-        await _burst(db, rows=500)  # ~5,000 pages
-        assert _file_size(path) > 300 * BLOB  # folded into the file by the commit past 4,000
-    finally:
-        await db.dispose()
+    size = await _size_before_the_first_round(tmp_path / "backstop.db", monkeypatch, rows=500)
+    assert size > 300 * BLOB  # ~5,000 pages: folded into the file by the commit past 4,000
 
 
 async def test_the_thread_skips_a_round_after_many_write_commits(tmp_path: Path) -> None:

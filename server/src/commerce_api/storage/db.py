@@ -81,7 +81,8 @@ class Database:
         self.reachability = Reachability()
         # The database file on SQLite (for the connections made beside the engine), else None.
         self.sqlite_path: str | None = self.url.database if self.is_sqlite else None
-        self._autocheckpoint = not background_checkpoints  # SQLite: do its commits checkpoint
+        # SQLite: do its commits checkpoint at SQLite's 1,000 pages (else only past 4,000).
+        self._autocheckpoint = not background_checkpoints
         self._checkpointer: WalCheckpointer | None = None
         self.busy_seconds = UNBOUNDED_SQLITE_BUSY_SECONDS if deadlines is None else deadlines.lock
         write_options: dict[str, Any] = {BEGIN_IMMEDIATE: True}
